@@ -1,0 +1,165 @@
+"""Plain-array view of a :class:`Problem` for the solvers' hot paths.
+
+Pydantic stays at the wire boundary; everything that loops over ops reads an
+:class:`Instance`: per-stage lists already expanded, the stage→device map computed once,
+and the dependency rules of the problem written in exactly one place (:meth:`Instance.predecessors`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal, NamedTuple
+
+from .problem import Problem
+
+Kind = Literal["F", "B", "W"]
+KINDS: tuple[Kind, ...] = ("F", "B", "W")
+
+
+class OpId(NamedTuple):
+    """An op of the problem: its kind, model stage and microbatch."""
+
+    kind: Kind
+    stage: int
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}(stage {self.stage}, mb {self.microbatch})"
+
+
+def stage_device(stage: int, devices: int, placement: str) -> int:
+    """Device that holds ``stage``: ``s % p`` for loop placement, the V fold for ``"v"``."""
+    if placement == "v":
+        return stage if stage < devices else 2 * devices - 1 - stage
+    return stage % devices
+
+
+def _expand(value: float | list[float], stages: int) -> tuple[float, ...]:
+    return tuple(float(x) for x in value) if isinstance(value, list) else (float(value),) * stages
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Everything a solver needs, as tuples indexed by stage or device."""
+
+    devices: int
+    microbatches: int
+    stages_per_device: int
+    placement: str
+    split_backward: bool
+    objective: str
+    comm: float
+    device_of_stage: tuple[int, ...]
+    duration: dict[str, tuple[float, ...]]  # kind -> per-stage duration
+    delta: dict[str, tuple[float, ...]]  # kind -> per-stage memory delta
+    limit: tuple[float, ...]  # per device; math.inf when uncapped
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> Instance:
+        stages = problem.num_stages
+        c, mem = problem.costs, problem.memory
+        f, bi, bw = (_expand(x, stages) for x in (c.forward, c.backward_input, c.backward_weight))
+        df, dbi, dbw = (_expand(x, stages) for x in (mem.forward, mem.backward_input, mem.backward_weight))
+        if problem.split_backward:
+            duration = {"F": f, "B": bi, "W": bw}
+            delta = {"F": df, "B": dbi, "W": dbw}
+        else:  # fused backward: B does both halves and frees what both would free
+            duration = {"F": f, "B": tuple(a + b for a, b in zip(bi, bw, strict=True))}
+            delta = {"F": df, "B": tuple(a + b for a, b in zip(dbi, dbw, strict=True))}
+        if mem.limit is None:
+            limit = (math.inf,) * problem.devices
+        elif isinstance(mem.limit, list):
+            limit = tuple(float(x) for x in mem.limit)
+        else:
+            limit = (float(mem.limit),) * problem.devices
+        return cls(
+            devices=problem.devices,
+            microbatches=problem.microbatches,
+            stages_per_device=problem.stages_per_device,
+            placement=problem.placement,
+            split_backward=problem.split_backward,
+            objective=problem.objective,
+            comm=float(c.comm),
+            device_of_stage=tuple(stage_device(s, problem.devices, problem.placement) for s in range(stages)),
+            duration=duration,
+            delta=delta,
+            limit=limit,
+        )
+
+    # ----------------------------------------------------------------- structure
+    @property
+    def num_stages(self) -> int:
+        return len(self.device_of_stage)
+
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        return KINDS if self.split_backward else ("F", "B")
+
+    @cached_property
+    def stages_of_device(self) -> tuple[tuple[int, ...], ...]:
+        """Stages held by each device, in model order."""
+        out: list[list[int]] = [[] for _ in range(self.devices)]
+        for s, d in enumerate(self.device_of_stage):
+            out[d].append(s)
+        return tuple(tuple(x) for x in out)
+
+    def ops(self) -> list[OpId]:
+        """All ops, in a fixed canonical order (kind, stage, microbatch)."""
+        return [OpId(k, s, i) for k in self.kinds for s in range(self.num_stages) for i in range(self.microbatches)]
+
+    def device(self, op: OpId) -> int:
+        return self.device_of_stage[op.stage]
+
+    def cost(self, op: OpId) -> float:
+        return self.duration[op.kind][op.stage]
+
+    def mem(self, op: OpId) -> float:
+        return self.delta[op.kind][op.stage]
+
+    def link(self, a: int, b: int) -> float:
+        """Latency between stages ``a`` and ``b`` (0 when they share a device)."""
+        return 0.0 if self.device_of_stage[a] == self.device_of_stage[b] else self.comm
+
+    def predecessors(self, op: OpId) -> list[tuple[OpId, float]]:
+        """The ops that must end before ``op`` starts, each with the lag (comm) after its end.
+
+        F(s,i) after F(s-1,i); B(S-1,i) after F(S-1,i); B(s,i) after B(s+1,i); W(s,i) after B(s,i).
+        """
+        kind, s, i = op
+        last = self.num_stages - 1
+        if kind == "F":
+            return [(OpId("F", s - 1, i), self.link(s - 1, s))] if s > 0 else []
+        if kind == "B":
+            if s == last:
+                return [(OpId("F", s, i), 0.0)]
+            return [(OpId("B", s + 1, i), self.link(s + 1, s))]
+        return [(OpId("B", s, i), 0.0)]
+
+    def successors(self, op: OpId) -> list[tuple[OpId, float]]:
+        """Inverse of :meth:`predecessors`."""
+        kind, s, i = op
+        last = self.num_stages - 1
+        if kind == "F":
+            nxt = OpId("F", s + 1, i) if s < last else OpId("B", s, i)
+            out = [(nxt, self.link(s, s + 1) if s < last else 0.0)]
+            return out
+        if kind == "B":
+            out = [(OpId("B", s - 1, i), self.link(s, s - 1))] if s > 0 else []
+            if self.split_backward:
+                out.append((OpId("W", s, i), 0.0))
+            return out
+        return []
+
+    # ----------------------------------------------------------------- totals
+    def device_work(self) -> list[float]:
+        """Busy time each device must spend, whatever the schedule."""
+        work = [0.0] * self.devices
+        for k in self.kinds:
+            for s, d in enumerate(self.device_of_stage):
+                work[d] += self.duration[k][s] * self.microbatches
+        return work
+
+    def total_work(self) -> float:
+        return sum(self.device_work())

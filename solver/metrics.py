@@ -1,0 +1,56 @@
+"""Figures of a timed schedule: makespan, per-device span, objective, peak memory, bubble."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .instance import Instance, OpId
+
+
+def device_spans(inst: Instance, start: Mapping[OpId, float]) -> list[float]:
+    """Last end minus first start on each device (0 for a device with no ops)."""
+    first = [float("inf")] * inst.devices
+    last = [float("-inf")] * inst.devices
+    for op, t in start.items():
+        d = inst.device(op)
+        first[d] = min(first[d], t)
+        last[d] = max(last[d], t + inst.cost(op))
+    return [max(0.0, b - a) if a != float("inf") else 0.0 for a, b in zip(first, last, strict=True)]
+
+
+def makespan(inst: Instance, start: Mapping[OpId, float]) -> float:
+    return max((t + inst.cost(op) for op, t in start.items()), default=0.0)
+
+
+def objective_value(inst: Instance, start: Mapping[OpId, float]) -> float:
+    """``makespan``, or ``stage_span`` = the largest per-device span (zero-bubble paper)."""
+    if inst.objective == "stage_span":
+        return max(device_spans(inst, start), default=0.0)
+    return makespan(inst, start)
+
+
+def peak_memory(inst: Instance, order: Sequence[Sequence[OpId]]) -> list[float]:
+    """Highest live activation memory on each device for ops run in ``order``.
+
+    Ops on a device never overlap, so memory follows the order alone: a positive delta is
+    held from the op's start, a negative one is released at its end.
+    """
+    peaks = []
+    for ops in order:
+        live = peak = 0.0
+        for op in ops:
+            delta = inst.mem(op)
+            if delta > 0:
+                live += delta
+                peak = max(peak, live)
+            else:
+                live += delta
+        peaks.append(peak)
+    return peaks
+
+
+def bubble_ratio(inst: Instance, objective: float) -> float:
+    """Idle share of the objective window over all devices: ``1 - work / (p * objective)``."""
+    if objective <= 0:
+        return 0.0
+    return 1.0 - inst.total_work() / (inst.devices * objective)
