@@ -1,0 +1,5 @@
+import sys
+
+from pipesched.cli import main
+
+sys.exit(main())

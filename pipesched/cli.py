@@ -1,0 +1,58 @@
+"""The ``pipesched`` command: each area contributes its sub-commands through ``register``.
+
+``pipesched.solver.cli`` adds solve, validate, render and methods; ``pipesched.api.cli`` adds
+serve and batch; ``pipesched.runtime.cli`` adds export (torch-free at import). Any expected
+error becomes one readable line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from pipesched import __version__
+from pipesched.solver.errors import NotApplicableError
+from pipesched.solver.io import InputError, describe_validation_error
+
+_COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.api.cli", "pipesched.runtime.cli")
+
+#: Exit code for bad input (file, JSON, field) or a method that does not apply.
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipesched", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pipesched {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:  # a real missing dependency inside the module: surface it
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (InputError, NotApplicableError) as e:
+        print(f"pipesched: error: {e}", file=sys.stderr)
+    except ValidationError as e:
+        print(f"pipesched: error: {describe_validation_error(e)}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("pipesched: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
