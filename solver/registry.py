@@ -27,7 +27,8 @@ class SolveOptions:
 
     time_limit_s: float = 10.0
     hint: Schedule | None = None  # a known schedule to warm-start from (e.g. a cached entry)
-    workers: int = 1
+    workers: int = 2  # solver threads; results must not depend on it (determinism)
+    backend: str | None = None  # method-specific engine, e.g. the ILP's "cbc" (default) or "highs"
 
 
 Applies = Callable[[Problem], str | None]
