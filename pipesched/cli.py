@@ -25,7 +25,10 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipesched", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="pipesched",
+        description="Solve, check, render, serve and export pipeline-parallel training schedules.",
+    )
     parser.add_argument("--version", action="version", version=f"pipesched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
