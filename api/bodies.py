@@ -1,0 +1,53 @@
+"""Response bodies built from stored JSON text, so a cache hit never re-serialises a schedule."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.responses import JSONResponse, Response
+
+from .cache import Hit
+from .jobs import Job
+
+
+def solve_json(key: str, cached: bool, hit: Hit, problem_json: str) -> str:
+    """``{"key", "cached", "schedule"}`` with the caller's own problem inside the schedule."""
+    return f'{{"key":"{key}","cached":{"true" if cached else "false"},"schedule":{hit.schedule_json(problem_json)}}}'
+
+
+def solve_response(key: str, cached: bool, hit: Hit, problem_json: str) -> Response:
+    return Response(solve_json(key, cached, hit, problem_json), media_type="application/json")
+
+
+def entry_response(hit: Hit) -> Response:
+    e = hit.entry
+    head = {
+        "key": e.key, "method": e.method, "status": e.status, "objective_value": e.objective_value,
+        "lower_bound": e.lower_bound, "budget_s": e.budget_s, "solve_time_s": e.solve_time_s,
+        "created_at": e.created_at, "updated_at": e.updated_at,
+    }
+    text = json.dumps(head, separators=(",", ":"))[:-1] + f',"schedule":{e.schedule_json}}}'
+    return Response(text, media_type="application/json")
+
+
+def job_json(job: Job) -> str:
+    head = {
+        "job": job.id, "key": job.key, "method": job.method, "state": job.state, "error": job.error,
+        "created_at": job.created_at, "finished_at": job.finished_at,
+    }
+    text = json.dumps(head, separators=(",", ":"))[:-1]
+    if job.state == "done" and job.hit is not None:
+        return text + f',"result":{solve_json(job.key, False, job.hit, job.problem_json)}}}'
+    return text + ',"result":null}'
+
+
+def failed_job_response(job: Job) -> JSONResponse:
+    """A solve that ended without a schedule: 422 when the method does not apply, else 504/500."""
+    if job.outcome == "not_applicable":
+        detail = [{"loc": ["body", "method"], "msg": job.error or "", "type": "not_applicable"}]
+        return JSONResponse({"detail": detail, "error": f"method: {job.error}"}, status_code=422)
+    status = 504 if job.outcome == "killed" else 500
+    return JSONResponse(
+        {"detail": job.error or "the solve failed", "job": job.id, "key": job.key, "state": job.state},
+        status_code=status,
+    )

@@ -1,0 +1,61 @@
+"""``pipesched serve`` and ``pipesched batch``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run the schedule service (FastAPI + uvicorn)",
+        description="Serve POST /v1/solve with a persistent cache. Settings also come from PIPESCHED_* "
+        "environment variables (PIPESCHED_DB, PIPESCHED_TOKEN, PIPESCHED_MAX_OPS, ...); flags win.",
+    )
+    serve.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1: loopback only)")
+    serve.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
+    serve.add_argument("--db", default=None, help="sqlite:///path (default ~/.local/share/pipesched/cache.db) "
+                       "or postgresql://user@host/db")
+    serve.add_argument("--token", default=None, help="bearer token required on POST (or PIPESCHED_TOKEN)")
+    serve.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    serve.set_defaults(handler=_serve)
+
+    batch = sub.add_parser(
+        "batch",
+        help="solve many problems in parallel (resumable)",
+        description="Solve a .jsonl file (one problem per line, or {\"name\": ..., \"problem\": ...}) or a folder "
+        "of .json problems. Writes OUTDIR/<name>.json per problem and summary.csv / summary.md; problems "
+        "already solved in OUTDIR are skipped; a bad problem is reported and skipped.",
+    )
+    batch.add_argument("problems", help="a .jsonl file or a folder of .json files")
+    batch.add_argument("-o", "--out", required=True, help="output folder")
+    batch.add_argument("--jobs", type=int, default=1, help="parallel solves (default 1)")
+    batch.add_argument("--server", default=None, help="solve through this service URL instead of locally")
+    batch.add_argument("--token", default=None, help="bearer token for --server")
+    batch.add_argument("--method", default="auto", help="method (default auto)")
+    batch.add_argument("--time-limit", type=float, default=10.0, help="seconds per problem (default 10)")
+    batch.set_defaults(handler=_batch)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+    from .settings import Settings
+
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "db": args.db, "token": args.token}.items()
+                 if v is not None}
+    settings = Settings(**overrides)
+    store_hint = settings.db.split("@")[-1] if "@" in settings.db else settings.db
+    print(f"pipesched: serving on http://{settings.host}:{settings.port} (store {store_hint})", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
+                access_log=False)
+    return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from .batch import run_batch
+
+    return run_batch(args.problems, args.out, jobs=args.jobs, method=args.method, time_limit_s=args.time_limit,
+                     server=args.server, token=args.token)

@@ -1,0 +1,87 @@
+"""Request and response bodies of the service (pydantic: this is the wire)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipesched.solver.problem import Problem
+from pipesched.solver.schedule import Schedule
+
+KEY_PATTERN = "^[0-9a-f]{64}$"
+
+
+class SolveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: Problem
+    method: str = Field("auto", min_length=1, max_length=64, description="A method from GET /v1/methods.")
+    time_limit_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Solver time budget; the service default when omitted."
+    )
+    wait_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="How long to wait for the answer before returning 202 with a job (capped by the service).",
+    )
+
+
+class SolveResponse(BaseModel):
+    key: str = Field(..., description="Cache key: sha256 of the canonical problem.")
+    cached: bool = Field(..., description="True when served from the cache without solving.")
+    schedule: Schedule
+
+
+class JobAccepted(BaseModel):
+    job: str
+    key: str
+    state: Literal["queued", "running", "done", "failed"]
+
+
+class JobStatus(BaseModel):
+    job: str
+    key: str
+    method: str
+    state: Literal["queued", "running", "done", "failed"]
+    error: str | None = None
+    created_at: float
+    finished_at: float | None = None
+    result: SolveResponse | None = None
+
+
+class EntryOut(BaseModel):
+    key: str
+    method: str = Field(..., description="The method the entry was requested with (its cache slot).")
+    status: str
+    objective_value: float | None
+    lower_bound: float | None
+    budget_s: float = Field(..., description="The largest time_limit_s a solve of this entry was given.")
+    solve_time_s: float = Field(..., description="Solver time spent on this entry over all its improvements.")
+    created_at: float
+    updated_at: float
+    schedule: Schedule
+
+
+class MethodOut(BaseModel):
+    name: str
+    summary: str
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+    cap: str | None = None
+    limit: float | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    detail: list[ErrorItem]
+    error: str = Field(..., description="The same, as one line a person can read.")
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    cap: str | None = None
+    limit: float | None = None
+    extra: dict[str, Any] | None = None

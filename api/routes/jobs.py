@@ -1,0 +1,25 @@
+"""``GET /v1/jobs/{job}``: the state of a solve that outlived its request's ``wait_s``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from ..bodies import job_json
+from ..deps import ServiceDep
+from ..models import ErrorBody, JobStatus
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.get("/v1/jobs/{job}", response_model=JobStatus, responses={404: {"model": ErrorBody}})
+async def get_job(job: str, svc: ServiceDep) -> Response:
+    """State: queued, running, done (with ``result`` as POST /v1/solve would give it) or failed (with ``error``).
+
+    Jobs live in the memory of the replica that started them; finished ones are kept for a while.
+    """
+    found = svc.jobs.get(job)
+    if found is None:
+        return JSONResponse({"detail": f"no job {job!r} on this server (unknown, or finished long ago)"},
+                            status_code=404)
+    return Response(job_json(found), media_type="application/json")

@@ -1,0 +1,121 @@
+"""``POST /v1/solve``: answer from the cache, or solve (sharing identical solves in flight).
+
+Which cache entry answers a request (the key is the problem alone; the method picks a slot):
+
+- method ``X`` other than ``auto`` is served from the entry solved with ``X`` (a user asking for
+  ``1f1b`` wants the 1F1B schedule, not a better one);
+- ``auto`` means "the best you can do": a proven-optimal schedule from any method answers it
+  at once, and an ``auto`` solve is warm-started from the best schedule any method has found;
+- an entry that is final (optimal or infeasible) or was given at least ``time_limit_s`` is
+  served as is; otherwise the request solves again with the larger budget, warm-started from
+  the entry, and the store keeps whichever schedule is better.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from pipesched.solver.canonical import problem_key
+from pipesched.solver.errors import NotApplicableError
+from pipesched.solver.registry import get_method
+
+from ..bodies import failed_job_response, solve_response
+from ..deps import ServiceDep, TokenDep
+from ..jobs import Overloaded
+from ..models import ErrorBody, JobAccepted, SolveRequest, SolveResponse, ValidationErrorBody
+from ..settings import Settings
+
+router = APIRouter(tags=["solve"])
+
+
+@router.post(
+    "/v1/solve",
+    response_model=SolveResponse,
+    dependencies=[TokenDep],
+    responses={
+        202: {"model": JobAccepted, "description": "Not done within wait_s: poll GET /v1/jobs/{job}."},
+        401: {"model": ErrorBody, "description": "The service has a token and the request lacks it."},
+        413: {"model": ErrorBody, "description": "Request body over the size cap."},
+        422: {"model": ValidationErrorBody, "description": "Bad problem, unknown or inapplicable method, or over a cap."},
+        429: {"model": ErrorBody, "description": "Too many distinct solves running or queued."},
+        504: {"model": ErrorBody, "description": "The solver overran its hard wall-clock limit and was killed."},
+    },
+)
+async def solve(req: SolveRequest, svc: ServiceDep) -> Response:
+    settings = svc.settings
+    time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
+    refused = _over_caps(req, time_limit_s, settings) or _method_error(req)
+    if refused is not None:
+        return refused
+    key = problem_key(req.problem)
+    problem_json = req.problem.model_dump_json()
+    hit = svc.cache.get(key, req.method)
+    if hit is not None and hit.entry.satisfies(time_limit_s):
+        svc.metrics.cache_hits += 1
+        return solve_response(key, True, hit, problem_json)
+    hint = hit
+    if req.method == "auto":
+        best = svc.cache.best(key)
+        if best is not None and best.entry.status == "optimal":
+            svc.metrics.cache_hits += 1
+            return solve_response(key, True, best, problem_json)
+        if best is not None and _better(best.entry.objective_value, hint.entry.objective_value if hint else None):
+            hint = best
+    svc.metrics.cache_misses += 1
+    try:
+        job, _shared = svc.jobs.submit(key, req.method, problem_json, time_limit_s, hint)
+    except Overloaded as e:
+        return JSONResponse({"detail": str(e), "cap": e.cap, "limit": e.limit}, status_code=429,
+                            headers={"Retry-After": "1"})
+    wait_s = min(req.wait_s if req.wait_s is not None else settings.default_wait_s, settings.max_wait_s)
+    try:
+        await asyncio.wait_for(job.done.wait(), wait_s)
+    except TimeoutError:
+        return JSONResponse({"job": job.id, "key": key, "state": job.state}, status_code=202,
+                            headers={"Location": f"/v1/jobs/{job.id}"})
+    if job.state == "done" and job.hit is not None:
+        return solve_response(key, False, job.hit, problem_json)
+    return failed_job_response(job)
+
+
+def _better(a: float | None, b: float | None) -> bool:
+    return a is not None and (b is None or a < b)
+
+
+def _over_caps(req: SolveRequest, time_limit_s: float, settings: Settings) -> JSONResponse | None:
+    """422 naming every service cap the request exceeds (the problem model has its own, looser, ones)."""
+    p = req.problem
+    checks: list[tuple[str, float, float, list[str]]] = [
+        ("max_devices", p.devices, settings.max_devices, ["problem", "devices"]),
+        ("max_microbatches", p.microbatches, settings.max_microbatches, ["problem", "microbatches"]),
+        ("max_stages_per_device", p.stages_per_device, settings.max_stages_per_device, ["problem", "stages_per_device"]),
+        ("max_ops", p.num_ops, settings.max_ops, ["problem"]),
+        ("max_time_limit_s", time_limit_s, settings.max_time_limit_s, ["time_limit_s"]),
+    ]
+    detail: list[dict[str, Any]] = []
+    for cap, value, limit, loc in checks:
+        if value > limit:
+            what = "the problem's op count" if cap == "max_ops" else loc[-1]
+            detail.append({
+                "loc": ["body", *loc], "type": "cap_exceeded", "cap": cap, "limit": limit,
+                "msg": f"{what} is {value:g}, over this service's cap {cap} = {limit:g}",
+            })
+    if not detail:
+        return None
+    line = "; ".join(f"{'.'.join(d['loc'][1:])}: {d['msg']}" for d in detail)
+    return JSONResponse({"detail": detail, "error": line}, status_code=422)
+
+
+def _method_error(req: SolveRequest) -> JSONResponse | None:
+    try:
+        reason = get_method(req.method).applies(req.problem)
+        if reason:
+            raise NotApplicableError(f"method {req.method!r} does not apply: {reason}")
+    except NotApplicableError as e:
+        detail = [{"loc": ["body", "method"], "msg": str(e), "type": "not_applicable"}]
+        return JSONResponse({"detail": detail, "error": f"method: {e}"}, status_code=422)
+    return None

@@ -1,0 +1,20 @@
+"""The state shared by every request: created and closed by the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cache import Cache
+from .jobs import JobManager
+from .metrics import Metrics
+from .settings import Settings
+from .store import Store
+
+
+@dataclass
+class Service:
+    settings: Settings
+    store: Store
+    cache: Cache
+    metrics: Metrics
+    jobs: JobManager

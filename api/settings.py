@@ -1,0 +1,54 @@
+"""Service settings, read from the environment (``PIPESCHED_*``) and overridden by CLI flags.
+
+The problem caps use the same variable names as :class:`pipesched.solver.ProblemCaps`, so one
+``PIPESCHED_MAX_DEVICES`` tightens the CLI and the service alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipesched.solver.problem import ProblemCaps
+
+
+def default_db_url() -> str:
+    return f"sqlite:///{Path.home() / '.local' / 'share' / 'pipesched' / 'cache.db'}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PIPESCHED_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    db: str = Field(default_factory=default_db_url, description="SQLAlchemy URL: sqlite:///path or postgresql://...")
+    table_prefix: str = Field("", description="Prefix of the store's table names (several caches in one database).")
+    token: str | None = Field(None, description="Bearer token required on POST; None leaves the service open.")
+
+    max_devices: int = 256
+    max_microbatches: int = 1024
+    max_stages_per_device: int = 16
+    max_ops: int = 200_000
+    max_time_limit_s: float = 300.0
+    max_wait_s: float = 120.0
+    default_time_limit_s: float = 10.0
+    default_wait_s: float = 30.0
+
+    max_concurrent_solves: int = Field(2, description="Solver processes running at once.")
+    max_queued_solves: int = Field(32, description="Distinct solves waiting for a process; more is refused with 429.")
+    kill_grace_s: float = Field(5.0, description="A solve is killed at time_limit_s + kill_grace_s wall-clock.")
+    max_body_bytes: int = 256 * 1024
+    finished_jobs_kept: int = 1024
+    memo_entries: int = 4096
+    memo_ttl_s: float = Field(5.0, description="How long a non-final entry is served from memory before re-reading the store.")
+
+    @property
+    def caps(self) -> ProblemCaps:
+        return ProblemCaps(
+            max_devices=self.max_devices,
+            max_microbatches=self.max_microbatches,
+            max_stages_per_device=self.max_stages_per_device,
+            max_ops=self.max_ops,
+        )

@@ -1,0 +1,49 @@
+"""What runs inside a solver process: one solve, its answer sent back through a pipe.
+
+Solves run in their own processes (forked from a forkserver that has already imported the
+solver) so the service can enforce a hard wall-clock limit by killing the process: a solver
+stuck in native code (CP-SAT, CBC) cannot be interrupted any other way, and its crash cannot
+take the service down with it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from multiprocessing.connection import Connection
+
+from pipesched.solver.errors import NotApplicableError
+from pipesched.solver.problem import Problem
+from pipesched.solver.registry import SolveOptions, methods, solve
+from pipesched.solver.schedule import Schedule
+
+methods()  # import every method module once, in the forkserver, so each fork starts warm
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Stop solving when the process that forked us is gone (the service died or was killed)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def run_solve(conn: Connection, problem_json: str, method: str, time_limit_s: float, hint_json: str | None,
+              workers: int) -> None:
+    """Solve and send ``("ok", schedule_json)``, ``("not_applicable", msg)`` or ``("error", msg)``."""
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        problem = Problem.model_validate_json(problem_json)
+        hint = None
+        if hint_json:
+            hint = Schedule.model_validate_json(hint_json).model_copy(update={"problem": problem})
+        options = SolveOptions(time_limit_s=time_limit_s, hint=hint, workers=workers)
+        schedule = solve(problem, method, options)
+        conn.send(("ok", schedule.model_dump_json()))
+    except NotApplicableError as e:
+        conn.send(("not_applicable", str(e)))
+    except Exception as e:  # a solver bug: report it, the service stays up
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()

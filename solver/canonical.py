@@ -1,0 +1,99 @@
+"""The canonical form and cache key of a problem: equivalent problems share one key.
+
+The service, the client's local cache and the batch solver all key schedules with
+:func:`problem_key`, so it lives beside the model (no FastAPI here) and the client can compute
+it offline. Two problems get the same key exactly when they describe the same ops, durations,
+memory deltas, limits and objective, however they were written:
+
+- a per-stage list whose entries are all equal collapses to that one number (so does a
+  per-device ``memory.limit``);
+- every number of a cost, delta or limit is a float (``1``, ``1.0`` and ``1e0`` agree) and
+  ``-0.0`` is ``0.0``; floats are written in Python's shortest round-trip form, so the key is
+  exact (no rounding: two problems that differ in the last bit are different problems);
+- with ``split_backward: false`` the fused B costs ``backward_input + backward_weight`` and
+  changes memory by their sum, so only the sums matter: they are folded into
+  ``backward_input`` and ``backward_weight`` becomes 0 (the same sums the instance computes);
+- keys of the JSON are sorted and defaults are filled in, so key order and omitted defaults
+  do not matter.
+
+The key is ``sha256`` of the canonical JSON, prefixed by a format version so a future change
+of the rules above can never serve a stale entry. It does not depend on the method or the time
+budget; the service records those beside the entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .problem import Problem
+
+#: Bump when the canonical form changes: old cache entries then simply stop matching.
+KEY_VERSION = "pipesched-problem-v1"
+
+_PER_STAGE = ("forward", "backward_input", "backward_weight")
+
+
+def _number(x: float) -> float:
+    x = float(x)
+    return 0.0 if x == 0 else x  # folds -0.0 into 0.0
+
+
+def _collapse(value: float | list[float] | None) -> float | list[float] | None:
+    """One number for a list of equal numbers; floats everywhere."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        values = [_number(x) for x in value]
+        return values[0] if values and all(x == values[0] for x in values) else values
+    return _number(value)
+
+
+def _fold_fused(first: float | list[float], second: float | list[float], stages: int) -> tuple[Any, Any]:
+    """``(first + second, 0)`` per stage: the fused backward only sees the sum."""
+    a = first if isinstance(first, list) else [first] * stages
+    b = second if isinstance(second, list) else [second] * stages
+    return [float(x) + float(y) for x, y in zip(a, b, strict=True)], 0.0
+
+
+def canonical_problem(problem: Problem) -> dict[str, Any]:
+    """The normal form of ``problem`` as plain JSON data (see the module docstring for the rules)."""
+    costs = problem.costs.model_dump()
+    memory = problem.memory.model_dump()
+    if not problem.split_backward:
+        stages = problem.num_stages
+        costs["backward_input"], costs["backward_weight"] = _fold_fused(
+            costs["backward_input"], costs["backward_weight"], stages
+        )
+        memory["backward_input"], memory["backward_weight"] = _fold_fused(
+            memory["backward_input"], memory["backward_weight"], stages
+        )
+    for field in _PER_STAGE:
+        costs[field] = _collapse(costs[field])
+        memory[field] = _collapse(memory[field])
+    costs["comm"] = _number(costs["comm"])
+    memory["limit"] = _collapse(memory["limit"])
+    return {
+        "devices": problem.devices,
+        "microbatches": problem.microbatches,
+        "stages_per_device": problem.stages_per_device,
+        "placement": problem.placement,
+        "split_backward": problem.split_backward,
+        "costs": costs,
+        "memory": memory,
+        "objective": problem.objective,
+    }
+
+
+def canonical_json(problem: Problem) -> str:
+    """Compact JSON of the canonical form with sorted keys (the bytes that are hashed)."""
+    return json.dumps(canonical_problem(problem), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def problem_key(problem: Problem | dict[str, Any]) -> str:
+    """The cache key of a problem: sha256 hex of the versioned canonical JSON."""
+    if not isinstance(problem, Problem):
+        problem = Problem.model_validate(problem)
+    digest = hashlib.sha256(f"{KEY_VERSION}\n{canonical_json(problem)}".encode())
+    return digest.hexdigest()
