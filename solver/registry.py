@@ -18,6 +18,7 @@ from .schedule import Schedule
 #: Modules that define methods; imported on first use so the CLI starts fast.
 _METHOD_MODULES = (
     "pipesched.solver.classic",
+    "pipesched.solver.ilp",
 )
 
 

@@ -1,0 +1,598 @@
+"""``ilp``: the disjunctive mixed-integer formulation, built with PuLP, solved by CBC or HiGHS.
+
+Read it next to the maths. For ops ``a, b`` on one device, ``d`` = duration, ``δ`` = memory delta:
+
+- time: a start ``x_a >= 0`` per op, inside its window ``[ES_a, LS_a]`` (longest paths from time 0
+  and to the horizon ``H``) — :func:`add_time_variables`;
+- order: one binary ``y_ab`` per pair on a device (``y_ba = 1 - y_ab``: a runs before b), fixed
+  to a constant wherever the answer is known (:func:`fixed_orders`) — :func:`add_order_binaries`;
+- no overlap, big-M: ``x_b >= x_a + d_a - M_ab (1 - y_ab)`` with the tightest valid
+  ``M_ab = LS_a + d_a - ES_b`` — :func:`add_no_overlap`;
+- precedences with comm: ``x_b >= x_a + d_a + lag(a, b)`` — :func:`add_precedences`;
+- memory at each op start: a positive delta takes effect at the op's start, a negative one at its
+  end, and ops on a device never overlap, so when ``j`` starts every op before it has run
+  completely (both its effects happened) and none after it has begun. The live memory just after
+  ``j`` starts is therefore ``Σ_i δ_i y_ij + max(δ_j, 0)``; memory only rises at starts of ops
+  with ``δ > 0``, so ``δ_j + Σ_i δ_i y_ij <= limit_d`` for those ``j`` bounds it at all times —
+  :func:`add_memory`;
+- objective ``Z``: makespan ``Z >= x_j + d_j`` for ops without successors; or stage span
+  ``Z >= l_d - f_d`` with ``f_d <= x_j <= x_j + d_j <= l_d`` on device ``d`` — :func:`add_objective`.
+
+Horizon ``H`` (the big-M scale): a heuristic schedule's makespan bounds the optimal makespan. For
+stage span every F and B of microbatch i lies between F(0, i) and B(0, i), both on stage 0's
+device, so each device starts inside that device's window and ends within one span after it:
+some optimal schedule (shifted to start at 0) ends by ``2 Z* <= 2 Z_heuristic``. Without any
+heuristic schedule, ``H`` = all work plus comm on every cross-device edge (no semi-active
+schedule is longer).
+
+The schedule is never read from the solver's times (they carry its tolerances): the per-device
+order is read from the binaries, and :func:`pipesched.solver.exact_times.best_times` times it
+exactly. Status ``optimal`` only when the solver proved optimality (PuLP reports a CBC run cut
+by the time limit as "Optimal"; its ``sol_status`` and CBC's log tell the truth).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from .bounds import lower_bound as analytic_lower_bound
+from .build import finalize, no_schedule
+from .errors import InvalidScheduleError, NotApplicableError
+from .exact_times import best_times
+from .instance import Instance, OpId
+from .metrics import makespan, objective_value, peak_memory
+from .problem import Problem
+from .registry import SolveOptions, method
+from .registry import solve as registry_solve
+from .schedule import Order, Schedule
+from .simulate import DeadlockError
+
+
+def _import_pulp() -> ModuleType:
+    """Import PuLP without letting it import ``highspy``.
+
+    PuLP imports ``highspy`` (when installed) while it is imported, and ``highspy`` next to
+    OR-Tools in one process fails with an undefined symbol. We never use PuLP's in-process HiGHS
+    (HiGHS runs in a subprocess, see :mod:`pipesched.solver.ilp_highs`), so hide it meanwhile.
+    """
+    if "pulp" in sys.modules or "highspy" in sys.modules:
+        import pulp
+
+        return pulp
+    sys.modules["highspy"] = None  # type: ignore[assignment]  # makes `import highspy` fail
+    try:
+        import pulp
+    finally:
+        del sys.modules["highspy"]
+    return pulp
+
+
+pulp = _import_pulp()
+
+METHOD = "ilp"
+BACKENDS = ("cbc", "highs")
+#: Heuristics tried for the warm start and the horizon, best objective wins.
+WARM_START_METHODS = ("greedy", "zb-h2", "zb-h1", "zb-v", "interleaved-1f1b", "1f1b", "gpipe")
+#: Relative tolerance for "the solver's objective and the re-timed order agree".
+AGREE = 1e-6
+_HIGHS_SCRIPT = Path(__file__).with_name("ilp_highs.py")
+
+
+# ------------------------------------------------------------------------------------ model
+@dataclass
+class IlpModel:
+    """The PuLP problem plus the handles needed to warm-start it and read it back."""
+
+    inst: Instance
+    horizon: float
+    prob: pulp.LpProblem
+    ops: list[OpId]
+    es: dict[OpId, float]
+    ls: dict[OpId, float]
+    start: dict[OpId, pulp.LpVariable] = field(default_factory=dict)
+    #: ``pair[(a, b)]`` for a before b in :attr:`ops` order: a binary, or a fixed 0/1.
+    pair: dict[tuple[OpId, OpId], pulp.LpVariable | int] = field(default_factory=dict)
+    first: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    last: dict[int, pulp.LpVariable] = field(default_factory=dict)
+    objective: pulp.LpVariable | None = None
+
+    def device_ops(self) -> list[list[OpId]]:
+        out: list[list[OpId]] = [[] for _ in range(self.inst.devices)]
+        for op in self.ops:
+            out[self.inst.device(op)].append(op)
+        return out
+
+    def before(self, a: OpId, b: OpId) -> pulp.LpVariable | pulp.LpAffineExpression | int:
+        """``y_ab``: 1 when a runs before b (a binary, its complement, or a constant)."""
+        if (a, b) in self.pair:
+            return self.pair[(a, b)]
+        y = self.pair[(b, a)]
+        return 1 - y
+
+
+def _topological(inst: Instance, ops: Sequence[OpId]) -> list[OpId]:
+    """Ops sorted so that every dependency and every microbatch-order edge goes forward.
+
+    Key (microbatch, position along the chain F(0..S-1), B(S-1..0), W after its B).
+    """
+    stages = inst.num_stages
+
+    def pos(op: OpId) -> int:
+        return {"F": op.stage, "B": 2 * stages - 1 - op.stage, "W": 2 * stages - op.stage}[op.kind]
+
+    return sorted(ops, key=lambda op: (op.microbatch, pos(op), op.kind))
+
+
+def time_windows(inst: Instance, horizon: float) -> tuple[dict[OpId, float], dict[OpId, float]]:
+    """Earliest start ``ES`` (longest path from 0) and latest start ``LS = H - d - tail``."""
+    topo = _topological(inst, inst.ops())
+    es: dict[OpId, float] = {}
+    for op in topo:
+        es[op] = max((es[p] + inst.cost(p) + lag for p, lag in inst.predecessors(op)), default=0.0)
+    tail: dict[OpId, float] = {}
+    for op in reversed(topo):
+        tail[op] = max((lag + inst.cost(s) + tail[s] for s, lag in inst.successors(op)), default=0.0)
+    ls = {op: horizon - inst.cost(op) - tail[op] for op in topo}
+    return es, ls
+
+
+def fixed_orders(
+    inst: Instance, ops: Sequence[OpId], es: Mapping[OpId, float], ls: Mapping[OpId, float], horizon: float
+) -> dict[tuple[OpId, OpId], int]:
+    """Pairs on one device whose order is known before solving: 1 when the first runs first.
+
+    1. Symmetry breaking — microbatch order per stage and kind: X(s, i) before X(s, i + 1). Valid
+       with memory: take any feasible schedule and, for each (kind, stage), give the i-th earliest
+       start time among its m ops to microbatch i. Ops of one (kind, stage) have equal durations
+       and deltas, so every device runs the same set of intervals with the same deltas (same
+       memory profile, no new overlap, same objective). Each dependency links (kind, stage) to
+       (kind', stage') microbatch by microbatch with one constant lag, and "a_i >= b_i + c for all
+       i" implies the same for the i-th smallest of each side; so precedences still hold.
+    2. Dependencies: a reaches b through dependencies and the orders of 1 (transitive closure).
+    3. Time windows: a must end before b can start (``LS_a + d_a < ES_b``), with a margin so
+       that zero-length ops at the same instant, whose order matters for memory, stay free.
+    """
+    topo = _topological(inst, ops)
+    succ: dict[OpId, list[OpId]] = {op: [s for s, _ in inst.successors(op)] for op in topo}
+    for op in topo:
+        if op.microbatch + 1 < inst.microbatches:
+            succ[op].append(OpId(op.kind, op.stage, op.microbatch + 1))
+    bit = {op: 1 << k for k, op in enumerate(topo)}
+    reach: dict[OpId, int] = {}
+    for op in reversed(topo):
+        r = 0
+        for s in succ[op]:
+            r |= bit[s] | reach[s]
+        reach[op] = r
+    index = {op: k for k, op in enumerate(ops)}
+    margin = 1e-9 * max(1.0, horizon)
+    fixed: dict[tuple[OpId, OpId], int] = {}
+    per_device: list[list[OpId]] = [[] for _ in range(inst.devices)]
+    for op in ops:
+        per_device[inst.device(op)].append(op)
+    for dev_ops in per_device:
+        for x, a in enumerate(dev_ops):
+            for b in dev_ops[x + 1 :]:
+                assert index[a] < index[b]
+                if reach[a] & bit[b]:
+                    fixed[(a, b)] = 1
+                elif reach[b] & bit[a]:
+                    fixed[(a, b)] = 0
+                elif ls[a] + inst.cost(a) < es[b] - margin:
+                    fixed[(a, b)] = 1
+                elif ls[b] + inst.cost(b) < es[a] - margin:
+                    fixed[(a, b)] = 0
+    return fixed
+
+
+def add_time_variables(model: IlpModel) -> None:
+    """``ES_a <= x_a <= LS_a``; F(0, 0) starts at 0 (shift any schedule: it is the first op)."""
+    for k, op in enumerate(model.ops):
+        lo, hi = model.es[op], max(model.es[op], model.ls[op])
+        if op == OpId("F", 0, 0):
+            hi = lo = 0.0
+        model.start[op] = pulp.LpVariable(f"x{k}", lowBound=lo, upBound=hi)
+
+
+def add_order_binaries(model: IlpModel, fixed: Mapping[tuple[OpId, OpId], int]) -> None:
+    """``y_ab`` for every pair on a device; a constant where :func:`fixed_orders` knows it."""
+    index = {op: k for k, op in enumerate(model.ops)}
+    for dev_ops in model.device_ops():
+        for x, a in enumerate(dev_ops):
+            for b in dev_ops[x + 1 :]:
+                known = fixed.get((a, b))
+                model.pair[(a, b)] = (
+                    known if known is not None else pulp.LpVariable(f"y{index[a]}_{index[b]}", cat="Binary")
+                )
+
+
+def add_no_overlap(model: IlpModel) -> None:
+    """Big-M disjunction ``x_b >= x_a + d_a - M_ab (1 - y_ab)``, ``M_ab = LS_a + d_a - ES_b``."""
+    inst, x = model.inst, model.start
+    for (a, b), y in model.pair.items():
+        if isinstance(y, int):
+            first, second = (a, b) if y == 1 else (b, a)
+            model.prob += x[second] >= x[first] + inst.cost(first)
+            continue
+        m_ab = max(0.0, model.ls[a] + inst.cost(a) - model.es[b])
+        m_ba = max(0.0, model.ls[b] + inst.cost(b) - model.es[a])
+        model.prob += x[b] >= x[a] + inst.cost(a) - m_ab * (1 - y)
+        model.prob += x[a] >= x[b] + inst.cost(b) - m_ba * y
+
+
+def add_zero_length_transitivity(model: IlpModel) -> None:
+    """No order cycles among zero-length ops.
+
+    With positive durations the big-M rows already forbid a cycle a<b<c<a (its durations would
+    sum to <= 0); ops of length 0 can share one instant, and their order still decides memory,
+    so forbid 3-cycles explicitly: ``y_ab + y_bc + y_ca <= 2`` (a tournament without 3-cycles
+    is a total order).
+    """
+    for dev_ops in model.device_ops():
+        zero = [op for op in dev_ops if model.inst.cost(op) == 0]
+        for i, a in enumerate(zero):
+            for j in range(i + 1, len(zero)):
+                b = zero[j]
+                for c in zero[j + 1 :]:
+                    ab, bc, ac = model.before(a, b), model.before(b, c), model.before(a, c)
+                    if all(isinstance(t, int) for t in (ab, bc, ac)):
+                        continue
+                    model.prob += ab + bc + (1 - ac) <= 2
+                    model.prob += (1 - ab) + (1 - bc) + ac <= 2
+
+
+def add_precedences(model: IlpModel) -> None:
+    """``x_b >= x_a + d_a + lag`` for every dependency a -> b (lag = comm across devices)."""
+    inst, x = model.inst, model.start
+    for op in model.ops:
+        for pred, lag in inst.predecessors(op):
+            model.prob += x[op] >= x[pred] + inst.cost(pred) + lag
+
+
+def add_memory(model: IlpModel) -> None:
+    """``δ_j + Σ_i δ_i y_ij <= limit_d`` at the start of every op j with ``δ_j > 0``."""
+    inst = model.inst
+    for d, dev_ops in enumerate(model.device_ops()):
+        cap = inst.limit[d]
+        if math.isinf(cap):
+            continue
+        for j in dev_ops:
+            if inst.mem(j) <= 0:
+                continue
+            live = pulp.lpSum(inst.mem(i) * model.before(i, j) for i in dev_ops if i != j and inst.mem(i) != 0)
+            model.prob += live + inst.mem(j) <= cap
+
+
+def add_objective(model: IlpModel, lower: float, upper: float) -> None:
+    """Minimise ``Z`` within ``[lower, upper]`` (analytic bound, heuristic objective)."""
+    inst, x = model.inst, model.start
+    z = pulp.LpVariable("z", lowBound=lower, upBound=max(lower, upper))
+    model.objective = z
+    model.prob += z
+    if inst.objective == "makespan":
+        for op in model.ops:
+            if not inst.successors(op):
+                model.prob += z >= x[op] + inst.cost(op)
+        return
+    # stage span: only ops with no known predecessor (successor) on the device can be first (last)
+    has_pred: set[OpId] = set()
+    has_succ: set[OpId] = set()
+    for (a, b), y in model.pair.items():
+        if isinstance(y, int):
+            first, second = (a, b) if y == 1 else (b, a)
+            has_succ.add(first)
+            has_pred.add(second)
+    for d, dev_ops in enumerate(model.device_ops()):
+        if not dev_ops:
+            continue
+        f = model.first[d] = pulp.LpVariable(f"f{d}", lowBound=0, upBound=model.horizon)
+        ell = model.last[d] = pulp.LpVariable(f"l{d}", lowBound=0, upBound=model.horizon)
+        for op in dev_ops:
+            if op not in has_pred:
+                model.prob += f <= x[op]
+            if op not in has_succ:
+                model.prob += ell >= x[op] + inst.cost(op)
+        model.prob += z >= ell - f
+
+
+def build_model(inst: Instance, horizon: float, lower: float, upper: float) -> IlpModel:
+    """Every family of constraints above, for schedules ending by ``horizon``."""
+    es, ls = time_windows(inst, horizon)
+    ops = inst.ops()
+    model = IlpModel(inst, horizon, pulp.LpProblem("pipesched", pulp.LpMinimize), ops, es, ls)
+    add_time_variables(model)
+    add_order_binaries(model, fixed_orders(inst, ops, es, ls, horizon))
+    add_no_overlap(model)
+    add_zero_length_transitivity(model)
+    add_precedences(model)
+    add_memory(model)
+    add_objective(model, lower, upper)
+    return model
+
+
+# ------------------------------------------------------------------------------- warm start
+def canonical_times(inst: Instance, start: Mapping[OpId, float]) -> dict[OpId, float]:
+    """Relabel microbatches so each (kind, stage) runs in microbatch order, then start at 0.
+
+    The relabelling of :func:`fixed_orders` (i-th earliest start to microbatch i): a valid
+    schedule stays valid with the same objective and now satisfies the symmetry breaking.
+    """
+    out: dict[OpId, float] = {}
+    for kind in inst.kinds:
+        for s in range(inst.num_stages):
+            times = sorted(start[OpId(kind, s, i)] for i in range(inst.microbatches))
+            for i, t in enumerate(times):
+                out[OpId(kind, s, i)] = t
+    shift = out[OpId("F", 0, 0)]
+    return {op: t - shift for op, t in out.items()}
+
+
+def order_of(inst: Instance, start: Mapping[OpId, float]) -> Order:
+    order: Order = [[] for _ in range(inst.devices)]
+    for op in sorted(start, key=lambda o: (start[o], start[o] + inst.cost(o), o)):
+        order[inst.device(op)].append(op)
+    return order
+
+
+def fits_memory(inst: Instance, order: Order) -> bool:
+    return all(
+        peak <= cap * (1 + 1e-9) + 1e-12 for peak, cap in zip(peak_memory(inst, order), inst.limit, strict=True)
+    )
+
+
+def warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> dict[OpId, float] | None:
+    """Best start times among the hint and the heuristics that apply (None when none fits)."""
+    orders: list[Order] = []
+    hint = options.hint
+    if hint is not None and hint.has_ops and hint.problem == problem:
+        orders.append(hint.order())
+    for name in WARM_START_METHODS:
+        try:
+            orders.append(registry_solve(problem, name, SolveOptions(time_limit_s=options.time_limit_s)).order())
+        except (NotApplicableError, InvalidScheduleError, DeadlockError):
+            continue
+    best: dict[OpId, float] | None = None
+    for order in orders:
+        if not fits_memory(inst, order):
+            continue
+        try:
+            times = best_times(inst, order)
+        except DeadlockError:
+            continue
+        if best is None or objective_value(inst, times) < objective_value(inst, best):
+            best = times
+    return canonical_times(inst, best) if best is not None else None
+
+
+def set_warm_start(model: IlpModel, start: Mapping[OpId, float]) -> dict[str, float]:
+    """Give every variable its value in ``start``; returns them by name (for HiGHS)."""
+    inst = model.inst
+    values: dict[str, float] = {}
+
+    def put(var: pulp.LpVariable, value: float) -> None:
+        var.setInitialValue(value)
+        values[var.name] = value
+
+    for op, var in model.start.items():
+        put(var, start[op])
+    rank = {op: k for ops in order_of(inst, start) for k, op in enumerate(ops)}
+    for (a, b), y in model.pair.items():
+        if not isinstance(y, int):
+            put(y, 1.0 if rank[a] < rank[b] else 0.0)
+    for d, ops in enumerate(order_of(inst, start)):
+        if d in model.first:
+            put(model.first[d], start[ops[0]])
+            put(model.last[d], max(start[o] + inst.cost(o) for o in ops))
+    assert model.objective is not None
+    put(model.objective, objective_value(inst, start))
+    return values
+
+
+# ---------------------------------------------------------------------------------- solving
+@dataclass
+class RunResult:
+    """What a backend proved: status optimal|feasible|infeasible|none, values by variable name."""
+
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def run_cbc(model: IlpModel, time_limit: float, warm: bool) -> RunResult:
+    """CBC through PuLP. ``sol_status`` separates proven optimum from stopped-on-time.
+
+    The best bound of an unfinished run is read from CBC's log ("Lower bound: ..."), rounded
+    down by its last printed digit so it stays a valid bound.
+    """
+    with tempfile.TemporaryDirectory(prefix="pipesched-cbc-") as tmp:
+        log = Path(tmp) / "cbc.log"
+        solver = pulp.PULP_CBC_CMD(
+            msg=False, timeLimit=max(0.05, time_limit), warmStart=warm, logPath=str(log), gapRel=0.0,
+            timeMode="elapsed", threads=1,
+        )
+        model.prob.solve(solver)
+        text = log.read_text(errors="replace") if log.exists() else ""
+    sol = model.prob.sol_status
+    if sol == pulp.LpSolutionInfeasible or model.prob.status == pulp.LpStatusInfeasible:
+        return RunResult("infeasible")
+    if sol not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        return RunResult("none", bound=_cbc_log_bound(text))
+    values = {v.name: v.value() for v in model.prob.variables() if v.value() is not None}
+    objective = pulp.value(model.prob.objective)
+    if sol == pulp.LpSolutionOptimal:
+        return RunResult("optimal", objective, objective, values)
+    return RunResult("feasible", objective, _cbc_log_bound(text), values)
+
+
+def _cbc_log_bound(log: str) -> float | None:
+    match = re.search(r"^Lower bound:\s*(-?[0-9.eE+-]+)", log, re.MULTILINE)
+    if not match:
+        return None
+    text = match.group(1)
+    decimals = len(text.split(".")[1]) if "." in text and "e" not in text.lower() else 6
+    return float(text) - 10.0 ** (-decimals)
+
+
+def highs_available() -> bool:
+    """True when ``highspy`` can be imported (checked without importing it here)."""
+    return importlib.util.find_spec("highspy") is not None
+
+
+def run_highs(model: IlpModel, time_limit: float, start: Mapping[str, float] | None) -> RunResult:
+    """HiGHS on the model's MPS in a subprocess (:mod:`pipesched.solver.ilp_highs` says why)."""
+    if not highs_available():
+        raise NotApplicableError("options.backend 'highs' needs the highspy package: pip install 'pipesched[highs]'")
+    with tempfile.TemporaryDirectory(prefix="pipesched-highs-") as tmp:
+        mps, out, req = (str(Path(tmp) / name) for name in ("model.mps", "answer.json", "request.json"))
+        model.prob.writeMPS(mps)
+        with open(req, "w") as f:
+            json.dump({"mps": mps, "out": out, "time_limit": max(0.05, time_limit), "start": dict(start or {})}, f)
+        proc = subprocess.run(
+            [sys.executable, str(_HIGHS_SCRIPT), req], capture_output=True, text=True, timeout=time_limit + 60
+        )
+        if proc.returncode != 0 or not Path(out).exists():
+            raise RuntimeError(f"HiGHS subprocess failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+        with open(out) as f:
+            answer = json.load(f)
+    return RunResult(answer["status"], answer["objective"], answer["bound"], answer["values"])
+
+
+def order_from_solution(model: IlpModel, value: Callable[[str], float]) -> Order:
+    """Per-device order from the binaries: op j's position is how many ops precede it.
+
+    A transitive tournament gives distinct positions; if the solver's tolerances left ties,
+    the start times break them.
+    """
+    order: Order = []
+    for dev_ops in model.device_ops():
+        rank = {op: 0 for op in dev_ops}
+        for (a, b), y in model.pair.items():
+            if a not in rank:
+                continue
+            a_first = y == 1 if isinstance(y, int) else value(y.name) > 0.5
+            rank[b if a_first else a] += 1
+        order.append(sorted(dev_ops, key=lambda op: (rank[op], value(model.start[op].name), op)))
+    return order
+
+
+# ----------------------------------------------------------------------------------- method
+def _infeasible_reason(inst: Instance) -> str | None:
+    """A limit below a single op's own allocation: no schedule can exist."""
+    for op in inst.ops():
+        d = inst.device(op)
+        if inst.mem(op) > inst.limit[d] * (1 + 1e-9) + 1e-12:
+            return (
+                f"memory.limit {inst.limit[d]:g} on device {d} is below the {inst.mem(op):g} that "
+                f"{op} allocates by itself"
+            )
+    return None
+
+
+def fallback_horizon(inst: Instance) -> float:
+    """A makespan no semi-active schedule exceeds: all work plus comm on every cross-device edge."""
+    crossings = sum(lag > 0 for op in inst.ops() for _, lag in inst.predecessors(op))
+    return inst.total_work() + crossings * inst.comm
+
+
+def _check_options(options: SolveOptions) -> str:
+    backend = options.backend or "cbc"
+    if backend not in BACKENDS:
+        raise NotApplicableError(
+            f"options.backend {options.backend!r} is not an ILP backend; choose one of: {', '.join(BACKENDS)}"
+        )
+    return backend
+
+
+@method(
+    METHOD,
+    "ILP (PuLP): disjunctive big-M model, CBC by default or HiGHS (backend 'highs'). Any problem; "
+    "proves optima of small cases (p*m up to ~24), warm-started from the heuristics.",
+)
+def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
+    t0 = time.perf_counter()
+    backend = _check_options(options)
+    inst = Instance.from_problem(problem)
+    reason = _infeasible_reason(inst)
+    if reason:
+        return no_schedule(problem, METHOD, "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    warm = warm_start(problem, inst, options)
+    bound = analytic_lower_bound(inst)
+    if warm is not None:
+        upper = objective_value(inst, warm)
+        horizon = upper if inst.objective == "makespan" else 2 * upper
+        horizon = max(horizon, makespan(inst, warm))
+    else:
+        horizon = fallback_horizon(inst)
+        upper = horizon
+        horizon = horizon if inst.objective == "makespan" else 2 * horizon
+    slack = 1e-9 * max(1.0, horizon)
+    model = build_model(inst, horizon + slack, bound - slack, upper + slack)
+    start_values = set_warm_start(model, warm) if warm is not None else None
+    remaining = options.time_limit_s - (time.perf_counter() - t0)
+    if backend == "highs":
+        result = run_highs(model, remaining, start_values)
+    else:
+        result = run_cbc(model, remaining, warm is not None)
+    return _answer(problem, inst, model, result, warm, time.perf_counter() - t0)
+
+
+def _answer(
+    problem: Problem, inst: Instance, model: IlpModel, result: RunResult, warm: dict[OpId, float] | None,
+    elapsed: float,
+) -> Schedule:
+    """The best valid schedule we hold, with ``optimal`` only when the solver proved it."""
+    candidates: list[dict[OpId, float]] = []
+    if result.values:
+        order = order_from_solution(model, lambda name: result.values.get(name, 0.0))
+        try:
+            if fits_memory(inst, order):
+                candidates.append(best_times(inst, order))
+        except DeadlockError:
+            pass
+    if warm is not None:
+        candidates.append(warm)
+    if not candidates:
+        if result.status == "infeasible":
+            return no_schedule(
+                problem, METHOD, "infeasible",
+                "the solver proved that no order fits memory.limit on every device", solve_time_s=elapsed,
+            )
+        return no_schedule(
+            problem, METHOD, "timeout", "no schedule found within the time limit",
+            lower_bound=_bound(inst, result), solve_time_s=elapsed,
+        )
+    times = min(candidates, key=lambda c: objective_value(inst, c))
+    proven = (
+        result.status == "optimal"
+        and result.objective is not None
+        and objective_value(inst, times) <= result.objective + AGREE * max(1.0, abs(result.objective))
+    )
+    status = "optimal" if proven else "feasible"
+    try:
+        return finalize(
+            problem, METHOD, times, status=status, lower_bound=_bound(inst, result), solve_time_s=elapsed, inst=inst
+        )
+    except InvalidScheduleError:
+        if warm is None or times is warm:
+            raise
+        return finalize(problem, METHOD, warm, lower_bound=_bound(inst, result), solve_time_s=elapsed, inst=inst)
+
+
+def _bound(inst: Instance, result: RunResult) -> float | None:
+    """The solver's best bound, lowered by its tolerance so it never exceeds the optimum."""
+    bound = result.objective if result.status == "optimal" else result.bound
+    if bound is None or not math.isfinite(bound):
+        return None
+    return bound - AGREE * max(1.0, abs(bound))
