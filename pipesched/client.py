@@ -1,0 +1,228 @@
+"""Python client of the schedule service, with a local on-disk cache and an in-process fallback.
+
+Imports only the wire models and httpx (never FastAPI), so a trainer can depend on it cheaply::
+
+    from pipesched.client import Client
+    schedule = Client("http://scheduler:8000", fallback="local").solve(problem, time_limit_s=30)
+
+Order of answers for ``solve``: the local cache (an answer the service gave earlier for the same
+canonical problem, method and at least this budget, so a restarted trainer does not re-solve),
+then the service (connection errors retried with exponential back-off, 202 jobs followed to
+completion), then, with ``fallback="local"`` and the service unreachable, an in-process solve
+(with a warning). Local answers are cached too, but marked as such: once the service is back,
+it is asked again rather than trusting a fallback answer forever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from pipesched.solver.canonical import problem_key
+from pipesched.solver.problem import Problem
+from pipesched.solver.schedule import Schedule
+
+FINAL_STATUSES = ("optimal", "infeasible")
+
+
+class ServiceError(RuntimeError):
+    """The service answered but refused or failed the request; ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str, body: Any = None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.body = body
+
+
+class ServiceUnavailable(ServiceError):
+    """The service could not be reached after every retry."""
+
+
+def default_cache_dir() -> Path:
+    explicit = os.environ.get("PIPESCHED_CLIENT_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pipesched"
+
+
+class LocalCache:
+    """One JSON file per (problem key, method): ``{"source", "budget_s", "schedule"}``, written atomically."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory).expanduser()
+
+    def _path(self, key: str, method: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in method)
+        return self.dir / f"{key}.{safe}.json"
+
+    def get(self, key: str, method: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._path(key, method).read_text())
+            return data if isinstance(data, dict) and "schedule" in data else None
+        except (OSError, ValueError):
+            return None  # missing or unreadable: treat as a miss
+
+    def put(self, key: str, method: str, schedule_json: str, budget_s: float, source: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        text = f'{{"source":{json.dumps(source)},"budget_s":{float(budget_s)!r},"schedule":{schedule_json}}}'
+        fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, self._path(key, method))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class Client:
+    """Ask a pipesched service for schedules.
+
+    ``retries`` connection attempts are made with back-off ``backoff_s * 2**i``; ``cache_dir=None``
+    uses ``$PIPESCHED_CLIENT_CACHE`` or ``~/.cache/pipesched``, ``cache_dir=False`` disables it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        fallback: Literal["local"] | None = None,
+        cache_dir: str | Path | None | Literal[False] = None,
+        retries: int = 4,
+        backoff_s: float = 0.25,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.fallback = fallback
+        self.retries = max(1, retries)
+        self.backoff_s = backoff_s
+        self.poll_s = poll_s
+        self.cache = None if cache_dir is False else LocalCache(cache_dir or default_cache_dir())
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------ solve
+    def solve(
+        self,
+        problem: Problem | dict[str, Any],
+        method: str = "auto",
+        time_limit_s: float = 10.0,
+        wait: bool = True,
+        wait_s: float = 30.0,
+    ) -> Schedule:
+        """The schedule for ``problem`` (model or plain dict). ``wait=False`` raises if the service
+        answers 202 instead of waiting for the job."""
+        problem = problem if isinstance(problem, Problem) else Problem.model_validate(problem)
+        key = problem_key(problem)
+        cached = self.cache.get(key, method) if self.cache else None
+        if cached and cached.get("source") == "server" and _enough(cached, time_limit_s):
+            return _with_problem(cached["schedule"], problem)
+        try:
+            schedule_json = self._solve_remote(problem, method, time_limit_s, wait, wait_s)
+        except ServiceUnavailable:
+            if self.fallback != "local":
+                raise
+            if cached:  # an earlier answer beats solving again
+                return _with_problem(cached["schedule"], problem)
+            schedule_json = self._solve_local(problem, method, time_limit_s)
+            source = "local"
+        else:
+            source = "server"
+        if self.cache:
+            self.cache.put(key, method, schedule_json, time_limit_s, source)
+        return Schedule.model_validate_json(schedule_json).model_copy(update={"problem": problem})
+
+    def _solve_remote(self, problem: Problem, method: str, time_limit_s: float, wait: bool, wait_s: float) -> str:
+        body = {"problem": problem.model_dump(mode="json"), "method": method, "time_limit_s": time_limit_s,
+                "wait_s": wait_s}
+        r = self._request("POST", "/v1/solve", json=body)
+        if r.status_code == 202:
+            job = r.json()["job"]
+            if not wait:
+                raise ServiceError(202, f"solve still running as job {job}", r.json())
+            return self._follow(job)
+        return _schedule_text(r)
+
+    def _follow(self, job: str) -> str:
+        while True:
+            r = self._request("GET", f"/v1/jobs/{job}")
+            data = r.json()
+            if data["state"] == "done":
+                return json.dumps(data["result"]["schedule"])
+            if data["state"] == "failed":
+                raise ServiceError(r.status_code, f"job {job} failed: {data.get('error')}", data)
+            time.sleep(self.poll_s)
+
+    def _request(self, verb: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried on connection errors and 429/503 with exponential back-off."""
+        last: Exception | None = None
+        for attempt in range(self.retries):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                r = self._http.request(verb, path, **kwargs)
+            except httpx.TransportError as e:  # refused, reset, timed out: worth another try
+                last = e
+                continue
+            if r.status_code in (429, 503) and attempt + 1 < self.retries:
+                continue
+            if r.status_code >= 400:
+                raise ServiceError(r.status_code, _message(r), _json_or_none(r))
+            return r
+        raise ServiceUnavailable(0, f"cannot reach {self.url} after {self.retries} attempts: {last}")
+
+    def _solve_local(self, problem: Problem, method: str, time_limit_s: float) -> str:
+        from pipesched.solver.registry import SolveOptions, solve
+
+        warnings.warn(
+            f"pipesched service at {self.url} is unreachable; solving {method!r} in this process "
+            f"(time limit {time_limit_s:g} s)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return solve(problem, method, SolveOptions(time_limit_s=time_limit_s)).model_dump_json()
+
+
+def _enough(cached: dict[str, Any], time_limit_s: float) -> bool:
+    status = cached["schedule"].get("status")
+    return status in FINAL_STATUSES or float(cached.get("budget_s", 0)) >= time_limit_s
+
+
+def _with_problem(schedule: dict[str, Any], problem: Problem) -> Schedule:
+    return Schedule.model_validate({**schedule, "problem": problem})
+
+
+def _schedule_text(r: httpx.Response) -> str:
+    return json.dumps(r.json()["schedule"])
+
+
+def _json_or_none(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return None
+
+
+def _message(r: httpx.Response) -> str:
+    data = _json_or_none(r)
+    if isinstance(data, dict):
+        return str(data.get("error") or data.get("detail") or data)
+    return r.text[:500]
