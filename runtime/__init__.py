@@ -1,0 +1,29 @@
+"""pipesched.runtime: replay schedules on torch.distributed, export to torch's CSV, profile costs.
+
+Importing this package does not import torch (the CLI and the service install without it);
+the torch-backed pieces load on first use: ``PipelineExecutor``, ``profile``, ``run_ranks``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import PipelineError, PipelineTimeoutError, ScheduleMismatchError
+
+_LAZY = {
+    "PipelineExecutor": "pipesched.runtime.executor",
+    "run_ranks": "pipesched.runtime.launch",
+    "profile": "pipesched.runtime.profile",
+}
+
+__all__ = ["PipelineError", "PipelineExecutor", "PipelineTimeoutError", "ScheduleMismatchError", "profile",
+           "run_ranks"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pipesched.runtime' has no attribute {name!r}")

@@ -18,7 +18,7 @@ _TORCH_TYPE_SPLIT = {"F": "F", "B": "I", "W": "W"}
 _TORCH_TYPE_FUSED = {"F": "F", "B": "B"}
 
 
-def _dependency_rank(op: OpId, num_stages: int) -> int:
+def dependency_rank(op: OpId, num_stages: int) -> int:
     """Position of ``op`` in its microbatch's dependency chain F(0..S-1) -> B(S-1..0) -> W.
 
     Used to break ties between ops with equal times (zero-cost ops), so that a tie never
@@ -47,7 +47,7 @@ def rank_programs(schedule: Schedule) -> list[list[OpId]]:
     for o in schedule.ops:
         per[o.device].append(o)
     return [
-        [o.id for o in sorted(ops, key=lambda o: (o.start, o.end, _dependency_rank(o.id, stages), o.microbatch))]
+        [o.id for o in sorted(ops, key=lambda o: (o.start, o.end, dependency_rank(o.id, stages), o.microbatch))]
         for ops in per
     ]
 

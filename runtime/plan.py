@@ -1,0 +1,86 @@
+"""A rank's program: the schedule lowered to compute, send and receive-post instructions.
+
+All ranks merge every op of the schedule into one global sequence (by start time, ties broken
+by dependency position, so it is a valid execution order of the whole pipeline). Rank r walks it:
+its own op becomes ``Compute`` (followed by ``Send`` when the consumer stage lives on another
+rank); a peer's op whose output r consumes becomes ``PostRecv`` at that same position. Both
+ends of every rank pair therefore issue their point-to-point calls in the same order (what NCCL
+needs), a receive is posted when its sender produces it — early, well before the consumer op
+waits on it — and no rank can block on a message whose send comes later in the sequence.
+torch-free: the plan can be built and inspected without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pipesched.solver.instance import Instance, OpId
+from pipesched.solver.schedule import Schedule
+from pipesched.solver.torch_csv import dependency_rank
+
+
+@dataclass(frozen=True)
+class Message:
+    """A tensor crossing ranks: the output of ``op`` (activation for F, input gradient for B)."""
+
+    op: OpId
+    src: int
+    dst: int
+    consumer: OpId
+
+    @property
+    def direction(self) -> Literal["act", "grad"]:
+        return "act" if self.op.kind == "F" else "grad"
+
+
+@dataclass(frozen=True)
+class Compute:
+    op: OpId
+
+
+@dataclass(frozen=True)
+class Send:
+    message: Message
+
+
+@dataclass(frozen=True)
+class PostRecv:
+    message: Message
+
+
+Instruction = Compute | Send | PostRecv
+
+
+def consumer_of(inst: Instance, op: OpId) -> OpId | None:
+    """The op on the next stage that reads ``op``'s output: F -> F(s+1), B -> B(s-1); else None."""
+    if op.kind == "F" and op.stage + 1 < inst.num_stages:
+        return OpId("F", op.stage + 1, op.microbatch)
+    if op.kind == "B" and op.stage > 0:
+        return OpId("B", op.stage - 1, op.microbatch)
+    return None
+
+
+def global_sequence(schedule: Schedule) -> list[OpId]:
+    """Every op once, in an order that respects each device's order and every dependency."""
+    stages = schedule.problem.num_stages
+    ops = sorted(schedule.ops, key=lambda o: (o.start, o.end, dependency_rank(o.id, stages), o.microbatch, o.device))
+    return [o.id for o in ops]
+
+
+def rank_plan(schedule: Schedule, rank: int, inst: Instance | None = None) -> list[Instruction]:
+    """The instruction list rank ``rank`` executes for one training step."""
+    inst = inst or Instance.from_problem(schedule.problem)
+    plan: list[Instruction] = []
+    for op in global_sequence(schedule):
+        src = inst.device(op)
+        consumer = consumer_of(inst, op)
+        dst = inst.device(consumer) if consumer is not None else src
+        message = Message(op, src, dst, consumer) if consumer is not None and dst != src else None
+        if src == rank:
+            plan.append(Compute(op))
+            if message is not None:
+                plan.append(Send(message))
+        elif message is not None and dst == rank:
+            plan.append(PostRecv(message))
+    return plan
