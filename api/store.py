@@ -166,8 +166,8 @@ class Store:
         insert = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(t)
         here = and_(t.c.key == key, t.c.method == method)
         with self.engine.begin() as c:
-            inserted = c.execute(insert.values(**values).on_conflict_do_nothing(index_elements=["key", "method"]))
-            if inserted.rowcount != 1:
+            fresh = insert.values(**values).on_conflict_do_nothing(index_elements=["key", "method"])
+            if c.execute(fresh.returning(t.c.key)).first() is None:  # the row existed: improve it
                 better = _better_than_stored(t, status, objective_value)
                 if better is not None:
                     c.execute(
