@@ -1,7 +1,9 @@
 """Service settings, read from the environment (``PIPESCHED_*``) and overridden by CLI flags.
 
-The problem caps use the same variable names as :class:`pipesched.solver.ProblemCaps`, so one
-``PIPESCHED_MAX_DEVICES`` tightens the CLI and the service alike.
+The service's own caps on problems (``PIPESCHED_SERVICE_MAX_DEVICES``, ...) are policy: a
+request over one gets a 422 naming the cap. They are separate from the library's sanity bounds
+(:class:`pipesched.solver.ProblemCaps`, ``PIPESCHED_MAX_DEVICES``, ...), which the problem model
+checks everywhere and which should stay at least as large.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ class Settings(BaseSettings):
     table_prefix: str = Field("", description="Prefix of the store's table names (several caches in one database).")
     token: str | None = Field(None, description="Bearer token required on POST; None leaves the service open.")
 
-    max_devices: int = 256
-    max_microbatches: int = 1024
-    max_stages_per_device: int = 16
-    max_ops: int = 200_000
+    service_max_devices: int = 256
+    service_max_microbatches: int = 1024
+    service_max_stages_per_device: int = 16
+    service_max_ops: int = 200_000
     max_time_limit_s: float = 300.0
     max_wait_s: float = 120.0
     default_time_limit_s: float = 10.0
@@ -47,8 +49,8 @@ class Settings(BaseSettings):
     @property
     def caps(self) -> ProblemCaps:
         return ProblemCaps(
-            max_devices=self.max_devices,
-            max_microbatches=self.max_microbatches,
-            max_stages_per_device=self.max_stages_per_device,
-            max_ops=self.max_ops,
+            max_devices=self.service_max_devices,
+            max_microbatches=self.service_max_microbatches,
+            max_stages_per_device=self.service_max_stages_per_device,
+            max_ops=self.service_max_ops,
         )

@@ -90,16 +90,17 @@ def _over_caps(req: SolveRequest, time_limit_s: float, settings: Settings) -> JS
     """422 naming every service cap the request exceeds (the problem model has its own, looser, ones)."""
     p = req.problem
     checks: list[tuple[str, float, float, list[str]]] = [
-        ("max_devices", p.devices, settings.max_devices, ["problem", "devices"]),
-        ("max_microbatches", p.microbatches, settings.max_microbatches, ["problem", "microbatches"]),
-        ("max_stages_per_device", p.stages_per_device, settings.max_stages_per_device, ["problem", "stages_per_device"]),
-        ("max_ops", p.num_ops, settings.max_ops, ["problem"]),
+        ("service_max_devices", p.devices, settings.service_max_devices, ["problem", "devices"]),
+        ("service_max_microbatches", p.microbatches, settings.service_max_microbatches, ["problem", "microbatches"]),
+        ("service_max_stages_per_device", p.stages_per_device, settings.service_max_stages_per_device,
+         ["problem", "stages_per_device"]),
+        ("service_max_ops", p.num_ops, settings.service_max_ops, ["problem"]),
         ("max_time_limit_s", time_limit_s, settings.max_time_limit_s, ["time_limit_s"]),
     ]
     detail: list[dict[str, Any]] = []
     for cap, value, limit, loc in checks:
         if value > limit:
-            what = "the problem's op count" if cap == "max_ops" else loc[-1]
+            what = "the problem's op count" if cap == "service_max_ops" else loc[-1]
             detail.append({
                 "loc": ["body", *loc], "type": "cap_exceeded", "cap": cap, "limit": limit,
                 "msg": f"{what} is {value:g}, over this service's cap {cap} = {limit:g}",
