@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,21 @@ def _import_pulp() -> ModuleType:
 
 
 pulp = _import_pulp()
+
+
+def _var(prob: pulp.LpProblem, name: str, low: float | None = None, up: float | None = None,
+         cat: str = "Continuous") -> pulp.LpVariable:
+    """A variable owned by ``prob`` (PuLP >= 3.3 deprecates the free-standing constructor)."""
+    add = getattr(prob, "add_variable", None)
+    return add(name, low, up, cat) if add else pulp.LpVariable(name, low, up, cat)
+
+
+def _cbc(**kwargs: object) -> pulp.LpSolver:
+    """CBC: a system ``cbc`` when PuLP finds one, else the binary bundled with PuLP's wheel."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the bundled CBC is deprecated, not gone
+        system = pulp.COIN_CMD(**kwargs)
+        return system if system.available() else pulp.PULP_CBC_CMD(**kwargs)
 
 METHOD = "ilp"
 BACKENDS = ("cbc", "highs")
@@ -202,7 +218,7 @@ def add_time_variables(model: IlpModel) -> None:
         lo, hi = model.es[op], max(model.es[op], model.ls[op])
         if op == OpId("F", 0, 0):
             hi = lo = 0.0
-        model.start[op] = pulp.LpVariable(f"x{k}", lowBound=lo, upBound=hi)
+        model.start[op] = _var(model.prob, f"x{k}", lo, hi)
 
 
 def add_order_binaries(model: IlpModel, fixed: Mapping[tuple[OpId, OpId], int]) -> None:
@@ -213,7 +229,7 @@ def add_order_binaries(model: IlpModel, fixed: Mapping[tuple[OpId, OpId], int]) 
             for b in dev_ops[x + 1 :]:
                 known = fixed.get((a, b))
                 model.pair[(a, b)] = (
-                    known if known is not None else pulp.LpVariable(f"y{index[a]}_{index[b]}", cat="Binary")
+                    known if known is not None else _var(model.prob, f"y{index[a]}_{index[b]}", 0, 1, "Binary")
                 )
 
 
@@ -277,7 +293,7 @@ def add_memory(model: IlpModel) -> None:
 def add_objective(model: IlpModel, lower: float, upper: float) -> None:
     """Minimise ``Z`` within ``[lower, upper]`` (analytic bound, heuristic objective)."""
     inst, x = model.inst, model.start
-    z = pulp.LpVariable("z", lowBound=lower, upBound=max(lower, upper))
+    z = _var(model.prob, "z", lower, max(lower, upper))
     model.objective = z
     model.prob += z
     if inst.objective == "makespan":
@@ -296,8 +312,8 @@ def add_objective(model: IlpModel, lower: float, upper: float) -> None:
     for d, dev_ops in enumerate(model.device_ops()):
         if not dev_ops:
             continue
-        f = model.first[d] = pulp.LpVariable(f"f{d}", lowBound=0, upBound=model.horizon)
-        ell = model.last[d] = pulp.LpVariable(f"l{d}", lowBound=0, upBound=model.horizon)
+        f = model.first[d] = _var(model.prob, f"f{d}", 0, model.horizon)
+        ell = model.last[d] = _var(model.prob, f"l{d}", 0, model.horizon)
         for op in dev_ops:
             if op not in has_pred:
                 model.prob += f <= x[op]
@@ -418,7 +434,7 @@ def run_cbc(model: IlpModel, time_limit: float, warm: bool) -> RunResult:
     """
     with tempfile.TemporaryDirectory(prefix="pipesched-cbc-") as tmp:
         log = Path(tmp) / "cbc.log"
-        solver = pulp.PULP_CBC_CMD(
+        solver = _cbc(
             msg=False, timeLimit=max(0.05, time_limit), warmStart=warm, logPath=str(log), gapRel=0.0,
             timeMode="elapsed", threads=1,
         )

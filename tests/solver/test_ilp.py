@@ -1,0 +1,232 @@
+"""The ``ilp`` method: proven optima match brute force and CP-SAT, statuses tell the truth."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from pipesched.solver import Instance, OpId, Problem, Schedule, SolveOptions, finalize, ilp, solve
+from pipesched.solver.exact_times import best_times
+from pipesched.solver.metrics import objective_value, peak_memory
+
+UNEVEN3 = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
+           "comm": 0.25}
+UNEVEN4 = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.5, 1.0, 2.0, 1.0],
+           "backward_weight": [0.5, 1.0, 0.5, 0.5], "comm": 0.5}
+
+#: Small cases (p <= 4, m <= 6) covering both objectives, uneven costs, comm, memory limits,
+#: split/fused backward, loop placement with v = 2 and the V shape. Kept tiny: CBC is slow.
+SMALL_CASES: dict[str, dict] = {
+    "unit-makespan": dict(devices=2, microbatches=3),
+    "unit-span": dict(devices=3, microbatches=3, objective="stage_span"),
+    "uneven-comm-makespan": dict(devices=3, microbatches=3, costs=UNEVEN3),
+    "uneven-comm-span": dict(devices=3, microbatches=3, costs=UNEVEN3, objective="stage_span"),
+    "limit-makespan": dict(devices=4, microbatches=6, memory={"limit": 2}),
+    "limit-per-device-span": dict(devices=3, microbatches=4, costs=UNEVEN3, memory={"limit": [2, 2, 1]},
+                                  objective="stage_span"),
+    "fused-limit": dict(devices=3, microbatches=4, split_backward=False, costs=UNEVEN3, memory={"limit": 2}),
+    "fused-span": dict(devices=2, microbatches=4, split_backward=False, objective="stage_span",
+                       costs={"forward": 1, "backward_input": 1.5, "backward_weight": 0.5, "comm": 0.5}),
+    "loop-v2": dict(devices=2, microbatches=2, stages_per_device=2, costs=UNEVEN4),
+    "loop-v2-limit-span": dict(devices=2, microbatches=3, stages_per_device=2, memory={"limit": 3},
+                               objective="stage_span"),
+    "v-shape": dict(devices=2, microbatches=3, stages_per_device=2, placement="v", costs=UNEVEN4),
+    "v-shape-fused-limit": dict(devices=2, microbatches=4, stages_per_device=2, placement="v", split_backward=False,
+                                memory={"limit": 3}),
+    "uneven-memory": dict(devices=3, microbatches=3, memory={"forward": [2, 1, 3], "backward_input": [-1, 0, -1],
+                                                             "backward_weight": [-1, -1, -2], "limit": 4}),
+}
+
+#: Tiny enough for brute force.
+TINY_CASES: dict[str, dict] = {
+    "unit-makespan": dict(devices=2, microbatches=2),
+    "unit-span": dict(devices=2, microbatches=3, objective="stage_span"),
+    "uneven-comm-span": dict(devices=2, microbatches=2, objective="stage_span",
+                             costs={"forward": [1, 2], "backward_input": [2, 1], "backward_weight": [0.5, 1], "comm": 0.5}),
+    "limit": dict(devices=2, microbatches=3, memory={"limit": 1}),
+    "fused-limit-comm": dict(devices=2, microbatches=3, split_backward=False, memory={"limit": 2},
+                             costs={"forward": 1, "backward_input": 1, "backward_weight": 1, "comm": 0.5}),
+    "loop-v2": dict(devices=2, microbatches=1, stages_per_device=2, costs=UNEVEN4),
+    "v-shape-span": dict(devices=2, microbatches=2, stages_per_device=2, placement="v", split_backward=False,
+                         objective="stage_span"),
+}
+
+TOL = 1e-6
+
+
+@functools.cache
+def _ilp(case: str, table: str = "small") -> Schedule:
+    cases = SMALL_CASES if table == "small" else TINY_CASES
+    return solve(Problem(**cases[case]), "ilp", SolveOptions(time_limit_s=60))
+
+
+def _random_order(inst: Instance, rng: random.Random) -> list[list[OpId]]:
+    """A random deadlock-free order: dispatch a random ready op, repeatedly."""
+    order: list[list[OpId]] = [[] for _ in range(inst.devices)]
+    done: set[OpId] = set()
+    left = set(inst.ops())
+    while left:
+        op = rng.choice(sorted(o for o in left if all(p in done for p, _ in inst.predecessors(o))))
+        left.remove(op)
+        done.add(op)
+        order[inst.device(op)].append(op)
+    return order
+
+
+@pytest.mark.parametrize("case", sorted(TINY_CASES))
+def test_ilp_proves_the_brute_force_optimum(case: str) -> None:
+    bruteforce = pytest.importorskip("bruteforce", reason="tests/solver/bruteforce.py is not there yet")
+    schedule = _ilp(case, "tiny")
+    expected = bruteforce.optimum(Problem(**TINY_CASES[case]))
+    assert expected is not None
+    assert schedule.status == "optimal"
+    assert schedule.objective_value == pytest.approx(expected, rel=TOL, abs=TOL)
+
+
+@pytest.mark.parametrize("case", sorted(SMALL_CASES))
+def test_ilp_and_cpsat_agree_on_the_optimum(case: str) -> None:
+    if importlib.util.find_spec("pipesched.solver.cpsat") is None:
+        pytest.skip("solver/cpsat.py (the cpsat method) does not exist yet")
+    schedule = _ilp(case)
+    assert schedule.status == "optimal"
+    other = solve(Problem(**SMALL_CASES[case]), "cpsat", SolveOptions(time_limit_s=10))
+    assert other.objective_value == pytest.approx(schedule.objective_value, rel=TOL, abs=TOL)
+    assert other.lower_bound is None or other.lower_bound <= schedule.objective_value + TOL
+
+
+def test_most_small_optima_are_proven_by_the_solver_not_by_the_analytic_bound() -> None:
+    """Guard against a suite that cannot fail: 'optimal' must mostly come from the solver's own proof."""
+    proven_by_solver = [
+        case for case, kwargs in SMALL_CASES.items()
+        if ilp.analytic_lower_bound(Instance.from_problem(Problem(**kwargs))) < _ilp(case).objective_value - TOL
+    ]
+    assert len(proven_by_solver) >= len(SMALL_CASES) // 2
+
+
+@pytest.mark.parametrize("case", ["uneven-comm-span", "limit-makespan", "v-shape-fused-limit", "uneven-memory"])
+def test_the_model_alone_finds_the_optimum_without_a_warm_start(case: str) -> None:
+    """The heuristics often already hold the optimum; the model must reach it by itself too."""
+    inst = Instance.from_problem(Problem(**SMALL_CASES[case]))
+    horizon = ilp.fallback_horizon(inst)
+    if inst.objective == "stage_span":
+        horizon *= 2
+    model = ilp.build_model(inst, horizon, ilp.analytic_lower_bound(inst), horizon)
+    result = ilp.run_cbc(model, 60, warm=False)
+    assert result.status == "optimal"
+    order = ilp.order_from_solution(model, lambda name: result.values.get(name, 0.0))
+    assert objective_value(inst, best_times(inst, order)) == pytest.approx(_ilp(case).objective_value, abs=TOL)
+
+
+@pytest.mark.skipif(not ilp.highs_available(), reason="highspy is not installed (pip install 'pipesched[highs]')")
+@pytest.mark.parametrize("case", ["limit-per-device-span", "v-shape-fused-limit"])
+def test_highs_backend_proves_the_same_optimum_in_a_subprocess(case: str) -> None:
+    schedule = solve(Problem(**SMALL_CASES[case]), "ilp", SolveOptions(time_limit_s=60, backend="highs"))
+    assert schedule.status == "optimal"
+    assert schedule.objective_value == pytest.approx(_ilp(case).objective_value, rel=TOL, abs=TOL)
+    assert "highspy" not in sys.modules  # it would break OR-Tools in this process
+
+
+@pytest.mark.skipif(not ilp.highs_available(), reason="only meaningful when highspy is installed")
+def test_importing_the_ilp_module_keeps_ortools_importable() -> None:
+    code = "import pipesched.solver.ilp; from ortools.sat.python import cp_model; print('ok')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+HARD = dict(devices=4, microbatches=8, objective="stage_span",
+            costs={"forward": [1, 2, 1.5, 1], "backward_input": [1, 1, 2, 1.2], "backward_weight": 0.7, "comm": 0.3})
+
+
+def test_cbc_stopped_by_the_time_limit_is_reported_feasible_not_optimal() -> None:
+    problem = Problem(**HARD)
+    inst = Instance.from_problem(problem)
+    warm = ilp.warm_start(problem, inst, SolveOptions())
+    assert warm is not None
+    upper = objective_value(inst, warm)
+    model = ilp.build_model(inst, 2 * upper + 1e-6, ilp.analytic_lower_bound(inst), upper + 1e-6)
+    ilp.set_warm_start(model, warm)
+    result = ilp.run_cbc(model, 0.5, warm=True)
+    assert ilp.pulp.LpStatus[model.prob.status] == "Optimal"  # what PuLP says: the trap
+    assert result.status == "feasible"
+    assert result.bound is not None and result.bound < result.objective
+
+    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=1))
+    assert schedule.status == "feasible"
+    assert schedule.lower_bound < schedule.objective_value
+
+
+def test_limit_below_one_ops_allocation_is_infeasible_with_a_reason() -> None:
+    schedule = solve(Problem(devices=2, microbatches=2, memory={"forward": 2, "backward_weight": -2, "limit": 1}), "ilp")
+    assert schedule.status == "infeasible"
+    assert "memory.limit" in schedule.reason and not schedule.ops
+
+
+def test_solver_proves_infeasible_when_no_order_fits_the_limit() -> None:
+    # device 0 holds stages 0 and 2: F(0, i) and F(2, i) are both live before B(2, i) can run
+    problem = Problem(devices=2, microbatches=2, stages_per_device=2, memory={"limit": 1})
+    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=30))
+    assert schedule.status == "infeasible"
+    assert schedule.reason
+
+
+def test_microbatch_relabelling_keeps_any_schedule_valid_with_the_same_figures() -> None:
+    """The symmetry breaking's argument, checked: i-th earliest start of each (kind, stage) -> microbatch i."""
+    rng = random.Random(7)
+    for kwargs in list(SMALL_CASES.values())[:8]:
+        problem = Problem(**{**kwargs, "memory": {**kwargs.get("memory", {}), "limit": None}})
+        inst = Instance.from_problem(problem)
+        times = best_times(inst, _random_order(inst, rng))
+        relabelled = ilp.canonical_times(inst, times)
+        schedule = finalize(problem, "test", relabelled, inst=inst)  # validates
+        assert schedule.objective_value == pytest.approx(objective_value(inst, times), abs=1e-9)
+        assert schedule.peak_memory == pytest.approx(peak_memory(inst, ilp.order_of(inst, times)), abs=1e-9)
+        for (kind, stage, i), t in relabelled.items():
+            if i:
+                assert t >= relabelled[OpId(kind, stage, i - 1)]
+
+
+def _fixed_order_lp(inst: Instance, order: list[list[OpId]]) -> float:
+    """min stage_span for a fixed order, as a plain LP (independent of exact_times)."""
+    pulp = ilp.pulp
+    prob = pulp.LpProblem("fixed", pulp.LpMinimize)
+    x = {op: ilp._var(prob, f"x{k}", 0) for k, op in enumerate(inst.ops())}
+    z = ilp._var(prob, "z")
+    prob += z
+    for op in inst.ops():
+        for pred, lag in inst.predecessors(op):
+            prob += x[op] >= x[pred] + inst.cost(pred) + lag
+    for ops in order:
+        for a, b in zip(ops, ops[1:], strict=False):
+            prob += x[b] >= x[a] + inst.cost(a)
+        prob += z >= x[ops[-1]] + inst.cost(ops[-1]) - x[ops[0]]
+    prob.solve(ilp._cbc(msg=False))
+    return pulp.value(z)
+
+
+def test_exact_times_reach_the_lp_optimum_of_a_fixed_order_under_stage_span() -> None:
+    rng = random.Random(3)
+    for kwargs in (SMALL_CASES["uneven-comm-span"], SMALL_CASES["v-shape"], SMALL_CASES["fused-span"], HARD):
+        inst = Instance.from_problem(Problem(**{**kwargs, "objective": "stage_span"}))
+        for _ in range(3):
+            order = _random_order(inst, rng)
+            assert objective_value(inst, best_times(inst, order)) == pytest.approx(_fixed_order_lp(inst, order), abs=1e-6)
+
+
+def test_same_problem_gives_the_same_schedule_byte_for_byte() -> None:
+    problem = Problem(**SMALL_CASES["fused-limit"])
+    first, second = (solve(problem, "ilp", SolveOptions(time_limit_s=60)) for _ in range(2))
+    dump = [json.dumps(s.model_dump(exclude={"solve_time_s"}), sort_keys=True) for s in (first, second)]
+    assert dump[0] == dump[1]
+
+
+def test_unknown_backend_is_refused_naming_the_option() -> None:
+    from pipesched.solver import NotApplicableError
+
+    with pytest.raises(NotApplicableError, match="options.backend 'gurobi'.*cbc, highs"):
+        solve(Problem(devices=2, microbatches=2), "ilp", SolveOptions(backend="gurobi"))
