@@ -63,7 +63,7 @@ def finalize(
             )
             for op, t in start.items()
         ),
-        key=lambda o: (o.device, o.start, o.end, o.kind, o.stage, o.microbatch),
+        key=lambda o: (o.device, o.start, o.end),  # stable: ties keep ``start``'s (execution) order
     )
     objective = objective_value(inst, start)
     bound = analytic_lower_bound(inst)

@@ -60,11 +60,15 @@ class Schedule(BaseModel):
         return bool(self.ops)
 
     def order(self) -> Order:
-        """Per-device op order (by start time, ties by end then by op id)."""
+        """Per-device op order: by start, then end; zero-length ops at one instant keep their list order.
+
+        List order breaks ties because it carries the order the method ran them in (an id order could
+        put a B before its own F, or an acquisition before a release, when costs are 0).
+        """
         per: list[list[ScheduledOp]] = [[] for _ in range(self.problem.devices)]
         for op in self.ops:
             per[op.device].append(op)
-        return [[o.id for o in sorted(ops, key=lambda o: (o.start, o.end, o.id))] for ops in per]
+        return [[o.id for o in sorted(ops, key=lambda o: (o.start, o.end))] for ops in per]
 
     @property
     def gap(self) -> float | None:
