@@ -131,7 +131,7 @@ def write_atomic(path: Path, text: str) -> None:
 class Progress:
     """A one-line progress bar with rate and ETA on a terminal; a line per ~10% otherwise."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, total: int, stream: TextIO) -> None:
         self.total, self.done, self.stream = total, 0, stream
         self.t0 = time.monotonic()
         self.tty = stream.isatty()
@@ -181,7 +181,8 @@ def _solver(server: str | None, token: str | None, method: str, time_limit_s: fl
 
 def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: str = "auto",
               time_limit_s: float = 10.0, server: str | None = None, token: str | None = None,
-              stream: TextIO = sys.stderr) -> int:
+              stream: TextIO | None = None) -> int:
+    stream = stream or sys.stderr
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     items = read_items(problems)

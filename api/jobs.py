@@ -61,7 +61,7 @@ class ProcessRunner:
         self.kill_grace_s = kill_grace_s
         self.solver_workers = solver_workers
         self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["pipesched.api.worker"])
+        self.ctx.set_forkserver_preload(["pipesched.api.worker_warm"])
         self._live: set[mp.process.BaseProcess] = set()
         self._lock = threading.Lock()
 

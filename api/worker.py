@@ -18,7 +18,10 @@ from pipesched.solver.problem import Problem
 from pipesched.solver.registry import SolveOptions, methods, solve
 from pipesched.solver.schedule import Schedule
 
-methods()  # import every method module once, in the forkserver, so each fork starts warm
+
+def warm() -> None:
+    """Import every method module (OR-Tools, PuLP, ...) once, in the forkserver, so each fork starts warm."""
+    methods()
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -1,0 +1,5 @@
+"""Imported by the solver forkserver only: loads every method before the first fork."""
+
+from .worker import warm
+
+warm()
