@@ -54,8 +54,7 @@ from .exact_times import best_times
 from .instance import Instance, OpId
 from .metrics import makespan, objective_value, peak_memory
 from .problem import Problem
-from .registry import SolveOptions, method
-from .registry import solve as registry_solve
+from .registry import SolveOptions, method, methods
 from .schedule import Order, Schedule
 from .simulate import DeadlockError
 
@@ -98,8 +97,8 @@ def _cbc(**kwargs: object) -> pulp.LpSolver:
 
 METHOD = "ilp"
 BACKENDS = ("cbc", "highs")
-#: Heuristics tried for the warm start and the horizon, best objective wins.
-WARM_START_METHODS = ("greedy", "zb-h2", "zb-h1", "zb-v", "interleaved-1f1b", "1f1b", "gpipe")
+#: Methods never run for a warm start: the exact solvers (and the portfolio that calls them).
+EXACT_METHODS = ("auto", "cpsat", "ilp")
 #: Relative tolerance for "the solver's objective and the re-timed order agree".
 AGREE = 1e-6
 _HIGHS_SCRIPT = Path(__file__).with_name("ilp_highs.py")
@@ -290,6 +289,34 @@ def add_memory(model: IlpModel) -> None:
             model.prob += live + inst.mem(j) <= cap
 
 
+def add_device_load_cuts(model: IlpModel) -> None:
+    """Valid inequalities that make the LP relaxation see each device's load.
+
+    Every op before ``j`` on its device runs between the device's earliest possible start
+    ``h_d = min ES`` and ``x_j``, and every op after ``j`` between ``x_j + d_j`` and the device's
+    last end ``e_d``; they never overlap, so ``x_j >= h_d + Σ_i d_i y_ij`` and
+    ``e_d >= x_j + d_j + Σ_i d_i y_ji``. With ``e_d`` = ``l_d`` (stage span) or ``Z - min tail``
+    (makespan), and ``f_d`` for ``h_d`` under stage span. Big-M rows alone leave the relaxation
+    blind to load (any fractional ``y`` lets ops overlap), which is what makes them slow.
+    """
+    inst, x = model.inst, model.start
+    for d, dev_ops in enumerate(model.device_ops()):
+        if not dev_ops:
+            continue
+        head = min(model.es[op] for op in dev_ops)
+        tail = min(model.horizon - model.ls[op] - inst.cost(op) for op in dev_ops)
+        for j in dev_ops:
+            before = pulp.lpSum(inst.cost(i) * model.before(i, j) for i in dev_ops if i != j and inst.cost(i))
+            after = pulp.lpSum(inst.cost(i) * model.before(j, i) for i in dev_ops if i != j and inst.cost(i))
+            if inst.objective == "stage_span":
+                model.prob += x[j] >= model.first[d] + before
+                model.prob += model.last[d] >= x[j] + inst.cost(j) + after
+            else:
+                assert model.objective is not None
+                model.prob += x[j] >= head + before
+                model.prob += model.objective >= x[j] + inst.cost(j) + after + max(0.0, tail)
+
+
 def add_objective(model: IlpModel, lower: float, upper: float) -> None:
     """Minimise ``Z`` within ``[lower, upper]`` (analytic bound, heuristic objective)."""
     inst, x = model.inst, model.start
@@ -334,6 +361,7 @@ def build_model(inst: Instance, horizon: float, lower: float, upper: float) -> I
     add_precedences(model)
     add_memory(model)
     add_objective(model, lower, upper)
+    add_device_load_cuts(model)
     return model
 
 
@@ -368,14 +396,20 @@ def fits_memory(inst: Instance, order: Order) -> bool:
 
 
 def warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> dict[OpId, float] | None:
-    """Best start times among the hint and the heuristics that apply (None when none fits)."""
+    """Best start times among the hint and every heuristic method that applies (None when none fits).
+
+    Heuristics come from the registry (every method but the exact ones), in name order, so the
+    warm start, and hence the answer, is deterministic.
+    """
     orders: list[Order] = []
     hint = options.hint
     if hint is not None and hint.has_ops and hint.problem == problem:
         orders.append(hint.order())
-    for name in WARM_START_METHODS:
+    for m in sorted(methods(), key=lambda m: m.name):
+        if m.name in EXACT_METHODS or m.applies(problem):
+            continue
         try:
-            orders.append(registry_solve(problem, name, SolveOptions(time_limit_s=options.time_limit_s)).order())
+            orders.append(m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1)).order())
         except (NotApplicableError, InvalidScheduleError, DeadlockError):
             continue
     best: dict[OpId, float] | None = None
@@ -556,7 +590,9 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
     slack = 1e-9 * max(1.0, horizon)
     model = build_model(inst, horizon + slack, bound - slack, upper + slack)
     start_values = set_warm_start(model, warm) if warm is not None else None
-    remaining = options.time_limit_s - (time.perf_counter() - t0)
+    # leave a little of the budget for reading back, re-timing and validating (and, for HiGHS,
+    # for starting its process)
+    remaining = 0.97 * (options.time_limit_s - (time.perf_counter() - t0)) - (0.3 if backend == "highs" else 0.05)
     if backend == "highs":
         result = run_highs(model, remaining, start_values)
     else:
