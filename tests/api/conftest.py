@@ -33,9 +33,10 @@ def make_server(tmp_path: Path) -> Iterator:
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A shared server on a fresh SQLite file (for tests that only add entries)."""
+    """One server shared by the session, on a fresh SQLite file: tests only add entries and
+    compare metrics before and after, so they do not depend on each other's order."""
     path = tmp_path_factory.mktemp("shared")
     s = Server(f"sqlite:///{path / 'cache.db'}", log=path / "server.log").start()
     yield s

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+from api_servers import Server
 
 from pipesched.api.store import Store
+from pipesched.solver.canonical import problem_key
 
 PROBLEM = {"devices": 16, "microbatches": 256}  # ~12k ops: a solve long enough for all 50 to arrive
 
 
-def test_50_concurrent_identical_requests_share_one_solve(make_server) -> None:  # noqa: ANN001
-    server = make_server().start()
+def test_50_concurrent_identical_requests_share_one_solve(server: Server) -> None:
+    before = {s: server.metric(s) for s in ('pipesched_solves_total{outcome="ok"}', "pipesched_shared_solves_total",
+                                            "pipesched_cache_hits_total")}
 
     async def burst() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=60)
@@ -26,10 +29,11 @@ def test_50_concurrent_identical_requests_share_one_solve(make_server) -> None: 
     assert len({r.json()["key"] for r in responses}) == 1
     schedules = {r.text[r.text.index('"schedule":'):] for r in responses}
     assert len(schedules) == 1  # byte-identical schedules
-    assert server.metric('pipesched_solves_total{outcome="ok"}') == 1
-    shared = server.metric("pipesched_shared_solves_total")
-    hits = server.metric("pipesched_cache_hits_total")
-    assert shared + hits == 49 and sum(not b["cached"] for b in bodies) == 50 - hits
+    after = {s: server.metric(s) - v for s, v in before.items()}
+    assert after['pipesched_solves_total{outcome="ok"}'] == 1
+    hits = after["pipesched_cache_hits_total"]
+    assert after["pipesched_shared_solves_total"] + hits == 49 and sum(not b["cached"] for b in bodies) == 50 - hits
     store = Store(server.db)
-    assert store.count() == 1
+    entry = store.get(problem_key(PROBLEM), "gpipe")
+    assert entry is not None
     store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -126,53 +127,62 @@ def test_malformed_json_gets_422(server: Server) -> None:
     assert r.status_code == 422 and "error" in r.json()
 
 
-def test_caps_are_enforced_with_a_body_naming_the_cap(make_server) -> None:  # noqa: ANN001
-    server = make_server(env={"PIPESCHED_SERVICE_MAX_DEVICES": "8", "PIPESCHED_SERVICE_MAX_OPS": "100",
-                              "PIPESCHED_MAX_TIME_LIMIT_S": "30", "PIPESCHED_MAX_BODY_BYTES": "2000"}).start()
-    r = server.post({"problem": {"devices": 9, "microbatches": 1}, "method": "gpipe"})
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A locked-down server: token, tight caps, one solver process, no queue, no kill grace."""
+    path = tmp_path_factory.mktemp("strict")
+    env = {"PIPESCHED_SERVICE_MAX_DEVICES": "40", "PIPESCHED_SERVICE_MAX_OPS": "100000",
+           "PIPESCHED_MAX_TIME_LIMIT_S": "30", "PIPESCHED_MAX_BODY_BYTES": "2000", "PIPESCHED_KILL_GRACE_S": "0",
+           "PIPESCHED_MAX_CONCURRENT_SOLVES": "1", "PIPESCHED_MAX_QUEUED_SOLVES": "0"}
+    server = Server(f"sqlite:///{path / 'cache.db'}", env=env, token="s3cret", log=path / "server.log").start()
+    yield server
+    server.stop()
+
+
+AUTH = {"authorization": "Bearer s3cret"}
+
+
+def test_post_needs_the_token_when_one_is_set(strict: Server) -> None:
+    body = {"problem": SMALL, "method": "gpipe"}
+    assert strict.post(body).status_code == 401
+    assert strict.post(body, headers={"authorization": "Bearer wrong"}).status_code == 401
+    r = strict.post(body, headers=AUTH)
+    assert r.status_code == 200
+    assert strict.get(f"/v1/schedules/{r.json()['key']}").status_code == 200  # reads stay open
+    assert strict.get("/healthz").status_code == 200
+
+
+def test_caps_are_enforced_with_a_body_naming_the_cap(strict: Server) -> None:
+    r = strict.post({"problem": {"devices": 41, "microbatches": 1}, "method": "gpipe"}, headers=AUTH)
     assert r.status_code == 422 and r.json()["detail"][0]["cap"] == "service_max_devices"
     assert r.json()["detail"][0]["loc"] == ["body", "problem", "devices"]
-    r = server.post({"problem": {"devices": 4, "microbatches": 10}, "method": "gpipe"})  # 120 ops
+    r = strict.post({"problem": {"devices": 40, "microbatches": 900}, "method": "gpipe"}, headers=AUTH)  # 108k ops
     assert r.status_code == 422 and r.json()["detail"][0]["cap"] == "service_max_ops"
-    r = server.post({"problem": SMALL, "method": "gpipe", "time_limit_s": 31})
+    r = strict.post({"problem": SMALL, "method": "gpipe", "time_limit_s": 31}, headers=AUTH)
     assert r.status_code == 422 and r.json()["detail"][0] == {
         "loc": ["body", "time_limit_s"], "type": "cap_exceeded", "cap": "max_time_limit_s", "limit": 30.0,
         "msg": "time_limit_s is 31, over this service's cap max_time_limit_s = 30"}
-    big = {"problem": {**SMALL, "costs": {"forward": [1.0] * 2}}, "method": "gpipe", "pad": "x" * 3000}
-    r = server.post(big)
+    big = {"problem": SMALL, "method": "gpipe", "pad": "x" * 3000}
+    r = strict.post(big, headers=AUTH)
     assert r.status_code == 413 and r.json()["cap"] == "max_body_bytes" and r.json()["limit"] == 2000
-    chunked = httpx.post(f"{server.url}/v1/solve", content=iter([json.dumps(big).encode()]),
-                         headers={"content-type": "application/json"})
+    chunked = httpx.post(f"{strict.url}/v1/solve", content=iter([json.dumps(big).encode()]),
+                         headers={"content-type": "application/json", **AUTH})
     assert chunked.status_code == 413  # no content-length: counted while reading
-    assert server.post({"problem": SMALL, "method": "gpipe"}).status_code == 200
 
 
-def test_an_overrunning_solver_is_killed_the_job_fails_and_the_service_stays_up(make_server) -> None:  # noqa: ANN001
-    server = make_server(env={"PIPESCHED_KILL_GRACE_S": "0", "PIPESCHED_MAX_CONCURRENT_SOLVES": "1",
-                              "PIPESCHED_MAX_QUEUED_SOLVES": "0"}).start()
-    slow = server.post({"problem": SLOW, "method": "gpipe", "time_limit_s": 0.3, "wait_s": 0})
+def test_an_overrunning_solver_is_killed_the_job_fails_and_the_service_stays_up(strict: Server) -> None:
+    slow = strict.post({"problem": SLOW, "method": "gpipe", "time_limit_s": 0.3, "wait_s": 0}, headers=AUTH)
     assert slow.status_code == 202
-    crowded = server.post({"problem": SMALL, "method": "gpipe"})  # the one process is busy: refused
-    assert crowded.status_code == 429 and crowded.json()["cap"] == "max_queued_solves"
-    job = poll_job(server, slow.json()["job"])
+    crowded = strict.post({"problem": {"devices": 2, "microbatches": 9}, "method": "gpipe"}, headers=AUTH)
+    assert crowded.status_code == 429 and crowded.json()["cap"] == "max_queued_solves"  # the one process is busy
+    job = poll_job(strict, slow.json()["job"])
     assert job["state"] == "failed" and "killed" in job["error"]
-    assert server.metric('pipesched_solves_total{outcome="killed"}') == 1
-    assert server.get("/healthz").status_code == 200
-    assert server.post({"problem": SMALL, "method": "gpipe"}).status_code == 200
-    assert server.get(f"/v1/schedules/{problem_key(SLOW)}").status_code == 404  # nothing cached
-    waited = server.post({"problem": SLOW, "method": "gpipe", "time_limit_s": 0.3, "wait_s": 30})
+    assert strict.metric('pipesched_solves_total{outcome="killed"}') == 1
+    assert strict.get("/healthz").status_code == 200
+    assert strict.post({"problem": {"devices": 2, "microbatches": 9}, "method": "gpipe"}, headers=AUTH).status_code == 200
+    assert strict.get(f"/v1/schedules/{problem_key(SLOW)}").status_code == 404  # nothing cached
+    waited = strict.post({"problem": SLOW, "method": "gpipe", "time_limit_s": 0.3, "wait_s": 30}, headers=AUTH)
     assert waited.status_code == 504 and "killed" in waited.json()["detail"]
-
-
-def test_post_needs_the_token_when_one_is_set(make_server) -> None:  # noqa: ANN001
-    server = make_server(token="s3cret").start()
-    body = {"problem": SMALL, "method": "gpipe"}
-    assert server.post(body).status_code == 401
-    assert server.post(body, headers={"authorization": "Bearer wrong"}).status_code == 401
-    r = server.post(body, headers={"authorization": "Bearer s3cret"})
-    assert r.status_code == 200
-    assert server.get(f"/v1/schedules/{r.json()['key']}").status_code == 200  # reads stay open
-    assert server.get("/healthz").status_code == 200
 
 
 @pytest.mark.skipif("auto" not in {m.name for m in methods()}, reason="the auto portfolio has not landed yet")
