@@ -33,14 +33,13 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from ..build import from_order
+from ..build import finalize, from_order
 from ..errors import NotApplicableError
 from ..instance import Instance, OpId
 from ..metrics import makespan, objective_value
 from ..problem import Problem
 from ..registry import SolveOptions, method
 from ..schedule import Order, Schedule
-from ..simulate import simulate
 
 _KINDS = ("F", "B", "W")
 
@@ -67,7 +66,6 @@ class _Memory:
 
     def __init__(self, inst: Instance) -> None:
         self.limit = inst.limit
-        self.kinds = inst.kinds
         self.live = [0.0] * inst.devices
         self.positive = [
             sum(max(0.0, inst.delta[k][s]) for k in inst.kinds for s in stages) for stages in inst.stages_of_device
@@ -77,6 +75,7 @@ class _Memory:
         self.held: list[dict[int, float]] = [{} for _ in range(inst.devices)]
         self.need: list[dict[int, float]] = [{} for _ in range(inst.devices)]
         self.left: list[dict[int, int]] = [{} for _ in range(inst.devices)]
+        self.held_above_zero = [0.0] * inst.devices  # sum of max(0, held): bounds every banker's term
         for d, (need, cap) in enumerate(zip(self.positive, self.limit, strict=True)):
             if need > cap * (1 + 1e-9) + 1e-12:
                 raise NotApplicableError(
@@ -97,6 +96,8 @@ class _Memory:
         cap = self.limit[d] * (1 + 1e-9) + 1e-12
         if self.live[d] + delta > cap:
             return False
+        if self.held_above_zero[d] + self.positive[d] + delta <= cap:
+            return True  # every term held_k(u >= t) + need_k(t) is at most this
         held, need, live = self.held[d], self.need[d], self.live[d]
         older = 0.0  # held by in-flight microbatches older than t
         for t in self.inflight[d]:
@@ -109,7 +110,9 @@ class _Memory:
 
     def apply(self, d: int, j: int, delta: float) -> None:
         self.live[d] += delta
-        self.held[d][j] += delta
+        before = self.held[d][j]
+        self.held[d][j] = before + delta
+        self.held_above_zero[d] += max(0.0, before + delta) - max(0.0, before)
         if delta > 0:
             self.need[d][j] -= delta
         self.left[d][j] -= 1
@@ -124,6 +127,11 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
     Respects ``memory.limit`` for any placement; raises :class:`NotApplicableError` when a
     single microbatch cannot fit on some device.
     """
+    return greedy_schedule(inst, policy=policy)[0]
+
+
+def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, dict[OpId, float]]:
+    """:func:`greedy_order` and the start times it ran with (exactly what :func:`simulate` gives)."""
     try:
         rule = POLICIES[policy]
     except KeyError:
@@ -146,6 +154,7 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
     last = ["B"] * p  # last F or B each device ran (for ``alternate``)
     free = [0.0] * p
     order: Order = [[] for _ in range(p)]
+    start: dict[OpId, float] = {}
     wake: list[tuple[float, int]] = []  # (decision time, device)
     planned = [math.inf] * p  # decision time currently queued for each device
     admitted = 0
@@ -176,7 +185,8 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
             while heap:
                 item = heapq.heappop(heap)
                 op = item[1]
-                if mem.allows(d, op.microbatch, delta[op.kind][op.stage]):
+                change = delta[op.kind][op.stage]
+                if change <= 0 or mem.allows(d, op.microbatch, change):
                     found = item
                     break
                 skipped.append(item)
@@ -217,6 +227,7 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
         end = t + dur[kind][s]
         free[d] = end
         order[d].append(op)
+        start[op] = t
         done += 1
         if kind != "W":
             last[d] = kind
@@ -234,7 +245,7 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
                 release(OpId("B", s - 1, i), end + link_next[s - 1])
             if split:
                 release(OpId("W", s, i), end)
-        has_ready = any(avail[d].values())
+        has_ready = any(heaps for heaps in avail[d].values())
         if has_ready or queue:
             when = end if has_ready else max(end, queue[0][0])
             if when < planned[d]:
@@ -242,20 +253,24 @@ def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
                 heapq.heappush(wake, (when, d))
     if done != total:  # cannot happen when the banker's test holds; kept as a guard
         raise NotApplicableError(f"greedy ({policy}) stalled after {done} of {total} ops under memory.limit")
-    return order
+    return order, start
 
 
 def best_greedy_order(inst: Instance) -> tuple[str, Order]:
-    """The policy whose order scores best on the problem's objective (then makespan)."""
-    best: tuple[tuple[float, float], str, Order] | None = None
+    """The policy whose order scores best on the problem's objective (then makespan), and its order."""
+    name, order, _ = _best(inst)
+    return name, order
+
+
+def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
+    best: tuple[tuple[float, float], str, Order, dict[OpId, float]] | None = None
     for name in POLICIES:
-        order = greedy_order(inst, policy=name)
-        start = simulate(inst, order)
+        order, start = greedy_schedule(inst, policy=name)
         score = (objective_value(inst, start), makespan(inst, start))
         if best is None or score < best[0]:
-            best = (score, name, order)
+            best = (score, name, order, start)
     assert best is not None
-    return best[1], best[2]
+    return best[1], best[2], best[3]
 
 
 @method(
@@ -265,5 +280,7 @@ def best_greedy_order(inst: Instance) -> tuple[str, Order]:
 )
 def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     inst = Instance.from_problem(problem)
-    _, order = best_greedy_order(inst)
+    _, order, start = _best(inst)
+    if inst.objective == "makespan":  # earliest times are already optimal for the order
+        return finalize(problem, "greedy", start, inst=inst)
     return from_order(problem, "greedy", order, inst=inst)
