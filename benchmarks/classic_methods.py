@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipesched.solver import NotApplicableError, Problem, get_method, solve
 
-METHODS = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "greedy")
+METHODS = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 
 
 def cases() -> dict[str, Problem]:

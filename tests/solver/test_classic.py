@@ -20,7 +20,7 @@ from pipesched.solver import (
 from pipesched.solver.classic.greedy import POLICIES, greedy_order
 from pipesched.solver.metrics import makespan, peak_memory
 
-MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "greedy")
+MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 
 
 def uniform(p: int, m: int, f: float = 1.0, b: float = 1.0, w: float = 1.0, **fields: object) -> Problem:
@@ -120,9 +120,20 @@ def test_zb_v_has_no_bubble_with_equal_costs_and_1f1b_peak(p: int, m: int) -> No
     assert max(solve(problem, "zb-v").peak_memory) == 2 * p  # p whole-model activations, like 1F1B
 
 
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (3, 6), (4, 8), (4, 13)])
+def test_dualpipe_v_holds_2p_plus_1_chunks_and_only_pays_the_ramp(p: int, m: int, split: bool) -> None:
+    # Without DualPipe's F/B overlap (one op at a time here) its span is the work plus a ramp of
+    # less than one microbatch's trip through the pipeline.
+    problem = uniform(p, m, stages_per_device=2, placement="v", split_backward=split)
+    work = 2 * m * 3.0
+    assert work <= span(problem, "dualpipe-v") < work + 2 * p * 3.0
+    assert max(solve(problem, "dualpipe-v").peak_memory) <= 2 * p + 1
+
+
 # ---------------------------------------------------------------- every method
 def default_for(method: str, p: int = 4, m: int = 8, **fields: object) -> Problem:
-    placement, v = {"interleaved-1f1b": ("loop", 2), "zb-v": ("v", 2)}.get(method, ("loop", 1))
+    placement, v = {"interleaved-1f1b": ("loop", 2), "zb-v": ("v", 2), "dualpipe-v": ("v", 2)}.get(method, ("loop", 1))
     return Problem(devices=p, microbatches=m, placement=placement, stages_per_device=v, **fields)
 
 
@@ -171,6 +182,7 @@ def test_uneven_stages_comm_and_few_microbatches_validate(method: str) -> None:
         ("interleaved-1f1b", {}, "needs placement 'loop' with stages_per_device >= 2"),
         ("zb-v", {"stages_per_device": 2}, "needs placement 'v'"),
         ("zb-v", {"stages_per_device": 2, "placement": "v", "split_backward": False}, "needs split_backward"),
+        ("dualpipe-v", {"stages_per_device": 2}, "needs placement 'v'"),
     ],
 )
 def test_methods_say_why_they_do_not_apply(method: str, fields: dict, reason: str) -> None:
