@@ -45,6 +45,22 @@ def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: 
     return out
 
 
+def torch_replay_rank(rank: int, world: int, schedules: list[str], batch: int) -> list[dict]:
+    """Like :func:`replay_rank` but through torch's ``_PipelineScheduleRuntime`` and the CSV export."""
+    from .torch_runtime import torch_schedule, torch_step
+
+    out = []
+    for text in schedules:
+        schedule = Schedule.model_validate_json(text)
+        all_stages = mlp_stages(schedule.problem.num_stages)
+        mine = {s: all_stages[s] for s in range(len(all_stages)) if s in _stages_of(schedule, rank)}
+        runtime = torch_schedule(schedule, mine, torch.nn.functional.mse_loss)
+        x, y = sample_batch(batch)
+        torch_step(runtime, mine, schedule.problem.num_stages, x, y)
+        out.append({"grads": {f"{s}.{n}": p.grad.clone() for s, m in mine.items() for n, p in m.named_parameters()}})
+    return out
+
+
 def _stages_of(schedule: Schedule, rank: int) -> set[int]:
     return {o.stage for o in schedule.ops if o.device == rank}
 

@@ -22,7 +22,8 @@ needs are dropped after its W (fused B: everything after B).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Literal
 
 import torch
@@ -129,7 +130,9 @@ class PipelineExecutor:
 
         for instr in self.plan:
             if isinstance(instr, PostRecv):
-                recvs[instr.message.op] = self._post_recv(instr.message, stage_out, first_step)
+                msg = instr.message
+                with self._comm_errors(f"posting the receive of {msg.op}'s output from rank {msg.src}"):
+                    recvs[msg.op] = self._post_recv(msg, stage_out, first_step)
                 continue
             if isinstance(instr, Send):
                 msg = instr.message
@@ -137,13 +140,15 @@ class PipelineExecutor:
                 if msg.direction == "act":
                     t = stage_out[key].detach()
                     self._agree_shape((msg.consumer.stage, msg.op.microbatch), t, msg)
-                    sends += self.transport.isend(msg, t, header=first_step)
+                    with self._comm_errors(f"sending {msg.op}'s output to rank {msg.dst}"):
+                        sends += self.transport.isend(msg, t, header=first_step)
                 else:
                     g = in_grad.pop(key)
                     if g is None:
                         raise PipelineError(f"rank {self.rank}: {msg.op} produced no input gradient to send to "
                                             f"rank {msg.dst} (does stage {msg.op.stage}'s output depend on its input?)")
-                    sends += self.transport.isend(msg, g, header=False)
+                    with self._comm_errors(f"sending {msg.op}'s input gradient to rank {msg.dst}"):
+                        sends += self.transport.isend(msg, g, header=False)
                 sends = [p for p in sends if not p.work.is_completed()]  # drop finished sends
                 continue
             op = instr.op
@@ -194,6 +199,16 @@ class PipelineExecutor:
         return loss_total
 
     # ------------------------------------------------------------------ helpers
+    @contextmanager
+    def _comm_errors(self, doing: str) -> Iterator[None]:
+        """Turn a transport failure while posting an op into an error naming rank and op."""
+        try:
+            yield
+        except PipelineError:
+            raise
+        except RuntimeError as e:
+            raise PipelineError(f"rank {self.rank}: {doing} failed (peer died?): {str(e).splitlines()[0]}") from e
+
     def _split(self, t: torch.Tensor | None, name: str, stage: int) -> list[torch.Tensor]:
         m = self.inst.microbatches
         if t is None:
