@@ -33,7 +33,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from ..build import finalize, from_order
+from ..build import compact, finalize
 from ..errors import NotApplicableError
 from ..instance import Instance, OpId
 from ..metrics import makespan, objective_value
@@ -79,8 +79,9 @@ class _Memory:
         for d, (need, cap) in enumerate(zip(self.positive, self.limit, strict=True)):
             if need > cap * (1 + 1e-9) + 1e-12:
                 raise NotApplicableError(
-                    f"one microbatch alone needs {need:g} activation memory on device {d} (the positive "
-                    f"memory deltas of its stages), above memory.limit {cap:g}: no schedule fits"
+                    f"one microbatch alone needs {need:g} activation memory on device {d} (the sum of the "
+                    f"positive memory deltas of its stages there), above memory.limit {cap:g}: greedy cannot "
+                    "guarantee progress; raise the limit or try cpsat"
                 )
 
     def admit(self, j: int) -> None:
@@ -266,6 +267,8 @@ def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
     best: tuple[tuple[float, float], str, Order, dict[OpId, float]] | None = None
     for name in POLICIES:
         order, start = greedy_schedule(inst, policy=name)
+        if inst.objective == "stage_span":
+            start = compact(inst, order)
         score = (objective_value(inst, start), makespan(inst, start))
         if best is None or score < best[0]:
             best = (score, name, order, start)
@@ -280,7 +283,5 @@ def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
 )
 def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     inst = Instance.from_problem(problem)
-    _, order, start = _best(inst)
-    if inst.objective == "makespan":  # earliest times are already optimal for the order
-        return finalize(problem, "greedy", start, inst=inst)
-    return from_order(problem, "greedy", order, inst=inst)
+    _, _, start = _best(inst)
+    return finalize(problem, "greedy", start, inst=inst)
