@@ -41,8 +41,6 @@ from ..problem import Problem
 from ..registry import SolveOptions, method
 from ..schedule import Order, Schedule
 
-_KINDS = ("F", "B", "W")
-
 
 @dataclass(frozen=True)
 class Policy:
