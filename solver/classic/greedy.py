@@ -22,6 +22,15 @@ Policies (the exact solver takes the best of them, :data:`POLICIES`):
   op it could start now would end;
 * ``alternate``: F after B and B after F when both can run, W otherwise (1F1B's steady state, which
   keeps the next device fed while backwards drain; under a limit of p it rebuilds ZB-H1);
+* ``follow-lean`` and ``follow-zero-bubble``: run a recipe's per-device order (ZB-H1 / ZB-H2,
+  1F1B when fused, interleaved 1F1B, DualPipe-V / ZB-V), waiting for its next op as the recipe
+  does; when memory forbids that op, run the earliest later op that fits instead. Within the
+  recipe's own peak this is the recipe; under a tighter limit it is the recipe bent to fit (and
+  if strict waiting ever leaves every device idle, the rest is scheduled without waiting);
+* ``headroom`` and ``alternate-headroom``: as ``default`` / ``alternate``, but a microbatch new to
+  a device may not take the memory an older one needs for its next forward there (with v >= 2 or
+  the V placement this keeps chunk-1 forwards flowing: under a limit of 2p it rebuilds ZB-V's
+  ``2p - 1`` warm-up).
 
 Ties go to the oldest microbatch. Cost: O(ops log ops) plus, under a finite limit, a scan of the
 device's in-flight microbatches per memory-increasing op.
@@ -49,6 +58,8 @@ class Policy:
     rank: dict[str, int]
     patient: bool = False
     alternate: bool = False  # swap F and B ranks after each B or F, as in 1F1B's steady state
+    headroom: bool = False  # a microbatch new to a device must leave room for an older one's next F
+    follow: str | None = None  # "lean" or "zero-bubble": run a recipe's order, adapted to the limit
 
 
 POLICIES: dict[str, Policy] = {
@@ -56,7 +67,34 @@ POLICIES: dict[str, Policy] = {
     "eager-w": Policy({"B": 0, "W": 1, "F": 2}),
     "patient": Policy({"B": 0, "F": 1, "W": 2}, patient=True),
     "alternate": Policy({"B": 0, "F": 1, "W": 2}, alternate=True),
+    "headroom": Policy({"B": 0, "F": 1, "W": 2}, headroom=True),
+    "alternate-headroom": Policy({"B": 0, "F": 1, "W": 2}, alternate=True, headroom=True),
+    "follow-lean": Policy({}, follow="lean"),
+    "follow-zero-bubble": Policy({}, follow="zero-bubble"),
 }
+
+
+def reference_recipe(inst: Instance, family: str) -> str:
+    """The recipe a ``follow-*`` policy adapts: the leanest in memory or the zero-bubble one."""
+    if inst.placement == "v":
+        return "zb-v" if inst.split_backward and family == "zero-bubble" else "dualpipe-v"
+    if inst.stages_per_device > 1:
+        return "interleaved-1f1b"
+    if not inst.split_backward:
+        return "1f1b"
+    return "zb-h2" if family == "zero-bubble" else "zb-h1"
+
+
+def _reference_order(inst: Instance, recipe: str) -> Order:
+    from .dualpipe_v import dualpipe_v_order
+    from .interleaved import interleaved_order
+    from .one_f_one_b import one_f_one_b_order
+    from .zb_h import zb_h1_order, zb_h2_order
+    from .zb_v import zb_v_order
+
+    build = {"zb-v": zb_v_order, "dualpipe-v": dualpipe_v_order, "interleaved-1f1b": interleaved_order,
+             "1f1b": one_f_one_b_order, "zb-h1": zb_h1_order, "zb-h2": zb_h2_order}
+    return build[recipe](inst)
 
 
 class _Memory:
@@ -107,6 +145,18 @@ class _Memory:
             older += held[t]
         return True
 
+    def leaves_headroom(self, d: int, j: int, delta: float) -> bool:
+        """Whether ``j``'s first op on ``d`` leaves room for the largest pending need of an older
+        microbatch there (with v >= 2, the next chunk's forward of a microbatch already under way)."""
+        if j in self.held[d] and (self.held[d][j] != 0.0 or self.need[d][j] != self.positive[d]):
+            return True  # not new to this device
+        room = 0.0
+        for t in self.inflight[d]:
+            if t >= j:
+                break
+            room = max(room, self.need[d][t])
+        return self.live[d] + delta + room <= self.limit[d] * (1 + 1e-9) + 1e-12
+
     def apply(self, d: int, j: int, delta: float) -> None:
         self.live[d] += delta
         before = self.held[d][j]
@@ -144,12 +194,26 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
     capped = any(math.isfinite(x) for x in inst.limit)
     mem = _Memory(inst) if capped else None
 
+    if rule.follow:
+        reference = _reference_order(inst, reference_recipe(inst, rule.follow))
+        position = {op: k for ops in reference for k, op in enumerate(ops)}
+        done_at = [[False] * len(ops) for ops in reference]
+        next_at = [0] * p  # first position of each device's reference order not yet run
+        lanes: tuple[str, ...] = ("*",)
+    else:
+        lanes = tuple(sorted(inst.kinds, key=lambda k: rule.rank[k]))
+    relaxed = False  # set once strict following has left every device waiting
+
     def key(kind: str, s: int, i: int) -> tuple:
+        if rule.follow:
+            return (position[OpId(kind, s, i)],)  # type: ignore[arg-type]
         return (rule.rank[kind], i, -s if kind == "F" else s)
 
+    def lane(op: OpId) -> str:
+        return "*" if rule.follow else op.kind
+
     pending: list[list[tuple]] = [[] for _ in range(p)]  # (ready time, key, op) not yet arrived
-    avail: list[dict[str, list[tuple]]] = [{k: [] for k in inst.kinds} for _ in range(p)]  # by priority
-    by_rank = sorted(inst.kinds, key=lambda k: rule.rank[k])
+    avail: list[dict[str, list[tuple]]] = [{k: [] for k in lanes} for _ in range(p)]  # (key, ready, op)
     last = ["B"] * p  # last F or B each device ran (for ``alternate``)
     free = [0.0] * p
     order: Order = [[] for _ in range(p)]
@@ -172,20 +236,25 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
         if rule.alternate:
             kinds = ("F", "B", "W") if last[d] == "B" else ("B", "F", "W")
         else:
-            kinds = by_rank
+            kinds = lanes
         for kind in kinds:
             heap = heaps.get(kind)
             if not heap:
                 continue
+            if rule.follow and not relaxed and heap[0][0][0] != next_at[d]:
+                return None  # the recipe's next op has not arrived: wait for it, as the recipe does
             if mem is None:
                 return heapq.heappop(heap)
             skipped = []
             found = None
             while heap:
                 item = heapq.heappop(heap)
-                op = item[1]
+                op = item[2]
                 change = delta[op.kind][op.stage]
-                if change <= 0 or mem.allows(d, op.microbatch, change):
+                if change <= 0 or (
+                    mem.allows(d, op.microbatch, change)
+                    and (not rule.headroom or mem.leaves_headroom(d, op.microbatch, change))
+                ):
                     found = item
                     break
                 skipped.append(item)
@@ -198,58 +267,73 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
     release(OpId("F", 0, 0), 0.0)
     done = 0
     total = len(inst.kinds) * S * m
-    while wake:
-        t, d = heapq.heappop(wake)
-        if t != planned[d]:
-            continue  # stale entry
-        planned[d] = math.inf
-        queue = pending[d]
-        while queue and queue[0][0] <= t:
-            _, k, op = heapq.heappop(queue)
-            heapq.heappush(avail[d][op.kind], (k, op))
-        chosen = pick(d)
-        if chosen is not None and rule.patient and queue:
-            k, op = chosen
-            arrival, k_next, _ = queue[0]
-            if k_next[0] < k[0] and arrival < t + dur[op.kind][op.stage]:
-                heapq.heappush(avail[d][op.kind], chosen)
-                planned[d] = arrival
-                heapq.heappush(wake, (arrival, d))
+    while True:
+        while wake:
+            t, d = heapq.heappop(wake)
+            if t != planned[d]:
+                continue  # stale entry
+            planned[d] = math.inf
+            queue = pending[d]
+            while queue and queue[0][0] <= t:
+                ready, k, op = heapq.heappop(queue)
+                heapq.heappush(avail[d][lane(op)], (k, ready, op))
+            chosen = pick(d)
+            if chosen is not None and rule.patient and queue:
+                k, _, op = chosen
+                arrival, k_next, _ = queue[0]
+                if k_next[0] < k[0] and arrival < t + dur[op.kind][op.stage]:
+                    heapq.heappush(avail[d][lane(op)], chosen)
+                    planned[d] = arrival
+                    heapq.heappush(wake, (arrival, d))
+                    continue
+            if chosen is None:
+                if queue:  # nothing runnable now: look again when the next op arrives
+                    planned[d] = queue[0][0]
+                    heapq.heappush(wake, (planned[d], d))
                 continue
-        if chosen is None:
-            if queue:  # nothing runnable now: look again when the next op arrives
-                planned[d] = queue[0][0]
+            _, ready, op = chosen
+            kind, s, i = op
+            t = max(free[d], ready)  # earliest time for this order (the device may have idled)
+            end = t + dur[kind][s]
+            free[d] = end
+            order[d].append(op)
+            start[op] = t
+            done += 1
+            if kind != "W":
+                last[d] = kind
+            if rule.follow:
+                flags = done_at[d]
+                flags[chosen[0][0]] = True
+                while next_at[d] < len(flags) and flags[next_at[d]]:
+                    next_at[d] += 1
+            if mem is not None:
+                if kind == "F" and s == 0:
+                    mem.admit(i)
+                mem.apply(d, i, delta[kind][s])
+            if kind == "F":
+                if s == 0 and admitted + 1 < m:
+                    admitted += 1
+                    release(OpId("F", 0, admitted), 0.0)
+                release(OpId("F", s + 1, i) if s < S - 1 else OpId("B", s, i), end + link_next[s])
+            elif kind == "B":
+                if s > 0:
+                    release(OpId("B", s - 1, i), end + link_next[s - 1])
+                if split:
+                    release(OpId("W", s, i), end)
+            has_ready = any(heaps for heaps in avail[d].values())
+            if has_ready or queue:
+                when = end if has_ready else max(end, queue[0][0])
+                if when < planned[d]:
+                    planned[d] = when
+                    heapq.heappush(wake, (when, d))
+        if done == total or relaxed or not rule.follow:
+            break
+        relaxed = True  # strict following stalled: finish without waiting for the recipe's order
+        for d in range(p):
+            ready_now = any(heap for heap in avail[d].values())
+            if ready_now or pending[d]:
+                planned[d] = free[d] if ready_now else max(free[d], pending[d][0][0])
                 heapq.heappush(wake, (planned[d], d))
-            continue
-        _, op = chosen
-        kind, s, i = op
-        end = t + dur[kind][s]
-        free[d] = end
-        order[d].append(op)
-        start[op] = t
-        done += 1
-        if kind != "W":
-            last[d] = kind
-        if mem is not None:
-            if kind == "F" and s == 0:
-                mem.admit(i)
-            mem.apply(d, i, delta[kind][s])
-        if kind == "F":
-            if s == 0 and admitted + 1 < m:
-                admitted += 1
-                release(OpId("F", 0, admitted), 0.0)
-            release(OpId("F", s + 1, i) if s < S - 1 else OpId("B", s, i), end + link_next[s])
-        elif kind == "B":
-            if s > 0:
-                release(OpId("B", s - 1, i), end + link_next[s - 1])
-            if split:
-                release(OpId("W", s, i), end)
-        has_ready = any(heaps for heaps in avail[d].values())
-        if has_ready or queue:
-            when = end if has_ready else max(end, queue[0][0])
-            if when < planned[d]:
-                planned[d] = when
-                heapq.heappush(wake, (when, d))
     if done != total:  # cannot happen when the banker's test holds; kept as a guard
         raise NotApplicableError(f"greedy ({policy}) stalled after {done} of {total} ops under memory.limit")
     return order, start
@@ -263,7 +347,13 @@ def best_greedy_order(inst: Instance) -> tuple[str, Order]:
 
 def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
     best: tuple[tuple[float, float], str, Order, dict[OpId, float]] | None = None
-    for name in POLICIES:
+    followed: set[str] = set()
+    for name, rule in POLICIES.items():
+        if rule.follow:  # two families may adapt the same recipe: run it once
+            recipe = reference_recipe(inst, rule.follow)
+            if recipe in followed:
+                continue
+            followed.add(recipe)
         order, start = greedy_schedule(inst, policy=name)
         if inst.objective == "stage_span":
             start = compact(inst, order)

@@ -227,6 +227,28 @@ def test_greedy_rebuilds_zb_h1_under_1f1b_memory() -> None:
     assert solve(problem, "greedy").makespan <= 27.0
 
 
+@pytest.mark.parametrize(
+    ("recipe", "policy", "fields"),
+    [
+        ("zb-h2", "follow-zero-bubble", {}),
+        ("zb-h1", "follow-lean", {"costs": {"forward": 1.0, "backward_input": 2.0, "backward_weight": 0.5, "comm": 0.2}}),
+        ("interleaved-1f1b", "follow-lean", {"stages_per_device": 2}),
+        ("zb-v", "follow-zero-bubble", {"stages_per_device": 2, "placement": "v"}),
+        ("dualpipe-v", "follow-lean", {"stages_per_device": 2, "placement": "v", "split_backward": False}),
+    ],
+)
+def test_follow_policies_are_the_recipe_within_its_peak_and_bend_below_it(recipe: str, policy: str, fields: dict) -> None:
+    problem = Problem(devices=4, microbatches=12, **fields)
+    reference = solve(problem, recipe)
+    peak = max(reference.peak_memory)
+    for limit, check in ((peak, "same"), (peak - 1, "fits")):
+        inst = Instance.from_problem(problem.model_copy(update={"memory": problem.memory.model_copy(update={"limit": limit})}))
+        order = greedy_order(inst, policy=policy)
+        if check == "same":
+            assert makespan(inst, simulate(inst, order)) == pytest.approx(reference.makespan)
+        assert max(peak_memory(inst, order)) <= limit
+
+
 def test_greedy_reaches_the_makespan_bound_without_a_limit() -> None:
     problem = Problem(devices=8, microbatches=16)
     assert solve(problem, "greedy").makespan == (8 - 1) * 1.0 + 16 * 3.0
