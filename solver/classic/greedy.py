@@ -1,9 +1,10 @@
 """Memory-aware greedy list scheduler: any placement, split or fused backward, per-stage costs,
 comm and ``memory.limit``. It is the warm start of the exact solvers.
 
-Time moves forward device by device (a non-delay list schedule): whenever a device is free it
-runs the best op whose inputs have arrived and that memory allows, by a priority rule (the
-``policy``). Memory is checked twice:
+Time moves forward device by device (a list schedule): whenever a device is free it runs the
+best op whose inputs have arrived and that memory allows, by a priority rule (the ``policy``);
+each op gets the earliest start its device order allows, exactly what :func:`simulate` gives.
+Memory is checked twice:
 
 * the cap itself: live memory after a positive delta stays within ``memory.limit``;
 * deadlock avoidance, a banker's test: an op of microbatch ``j`` on device ``k`` may only take
@@ -22,15 +23,15 @@ Policies (the exact solver takes the best of them, :data:`POLICIES`):
   op it could start now would end;
 * ``alternate``: F after B and B after F when both can run, W otherwise (1F1B's steady state, which
   keeps the next device fed while backwards drain; under a limit of p it rebuilds ZB-H1);
-* ``follow-lean`` and ``follow-zero-bubble``: run a recipe's per-device order (ZB-H1 / ZB-H2,
-  1F1B when fused, interleaved 1F1B, DualPipe-V / ZB-V), waiting for its next op as the recipe
-  does; when memory forbids that op, run the earliest later op that fits instead. Within the
+* ``follow-lean`` and ``follow-wide``: run a recipe's per-device order (the lean one: ZB-H1, 1F1B
+  when fused, interleaved 1F1B, ZB-V, DualPipe-V when fused; the wide one: ZB-H2, DualPipe-V on
+  the V placement), waiting for its next op as the recipe does; when memory forbids that op, run the earliest later op that fits instead. Within the
   recipe's own peak this is the recipe; under a tighter limit it is the recipe bent to fit (and
   if strict waiting ever leaves every device idle, the rest is scheduled without waiting);
 * ``headroom`` and ``alternate-headroom``: as ``default`` / ``alternate``, but a microbatch new to
   a device may not take the memory an older one needs for its next forward there (with v >= 2 or
-  the V placement this keeps chunk-1 forwards flowing: under a limit of 2p it rebuilds ZB-V's
-  ``2p - 1`` warm-up).
+  the V placement this keeps later-chunk forwards flowing instead of filling memory with new
+  microbatches).
 
 Ties go to the oldest microbatch. Cost: O(ops log ops) plus, under a finite limit, a scan of the
 device's in-flight microbatches per memory-increasing op.
@@ -59,7 +60,7 @@ class Policy:
     patient: bool = False
     alternate: bool = False  # swap F and B ranks after each B or F, as in 1F1B's steady state
     headroom: bool = False  # a microbatch new to a device must leave room for an older one's next F
-    follow: str | None = None  # "lean" or "zero-bubble": run a recipe's order, adapted to the limit
+    follow: str | None = None  # "lean" or "wide": run a recipe's order, adapted to the limit
 
 
 POLICIES: dict[str, Policy] = {
@@ -70,19 +71,19 @@ POLICIES: dict[str, Policy] = {
     "headroom": Policy({"B": 0, "F": 1, "W": 2}, headroom=True),
     "alternate-headroom": Policy({"B": 0, "F": 1, "W": 2}, alternate=True, headroom=True),
     "follow-lean": Policy({}, follow="lean"),
-    "follow-zero-bubble": Policy({}, follow="zero-bubble"),
+    "follow-wide": Policy({}, follow="wide"),
 }
 
 
 def reference_recipe(inst: Instance, family: str) -> str:
-    """The recipe a ``follow-*`` policy adapts: the leanest in memory or the zero-bubble one."""
+    """The recipe a ``follow-*`` policy adapts: the leanest in memory, or one that holds more."""
     if inst.placement == "v":
-        return "zb-v" if inst.split_backward and family == "zero-bubble" else "dualpipe-v"
+        return "zb-v" if inst.split_backward and family == "lean" else "dualpipe-v"
     if inst.stages_per_device > 1:
         return "interleaved-1f1b"
     if not inst.split_backward:
         return "1f1b"
-    return "zb-h2" if family == "zero-bubble" else "zb-h1"
+    return "zb-h1" if family == "lean" else "zb-h2"
 
 
 def _reference_order(inst: Instance, recipe: str) -> Order:

@@ -230,10 +230,11 @@ def test_greedy_rebuilds_zb_h1_under_1f1b_memory() -> None:
 @pytest.mark.parametrize(
     ("recipe", "policy", "fields"),
     [
-        ("zb-h2", "follow-zero-bubble", {}),
+        ("zb-h2", "follow-wide", {}),
         ("zb-h1", "follow-lean", {"costs": {"forward": 1.0, "backward_input": 2.0, "backward_weight": 0.5, "comm": 0.2}}),
         ("interleaved-1f1b", "follow-lean", {"stages_per_device": 2}),
-        ("zb-v", "follow-zero-bubble", {"stages_per_device": 2, "placement": "v"}),
+        ("zb-v", "follow-lean", {"stages_per_device": 2, "placement": "v"}),
+        ("dualpipe-v", "follow-wide", {"stages_per_device": 2, "placement": "v"}),
         ("dualpipe-v", "follow-lean", {"stages_per_device": 2, "placement": "v", "split_backward": False}),
     ],
 )
