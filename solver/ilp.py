@@ -464,13 +464,22 @@ def run_cbc(model: IlpModel, time_limit: float, warm: bool) -> RunResult:
     """CBC through PuLP. ``sol_status`` separates proven optimum from stopped-on-time.
 
     The best bound of an unfinished run is read from CBC's log ("Lower bound: ..."), rounded
-    down by its last printed digit so it stays a valid bound.
+    down by its last printed digit so it stays a valid bound. MIP preprocessing is off: the CBC
+    bundled with PuLP segfaults when its time runs out inside preprocessing with a MIP start,
+    and on these models it did not pay for itself anyway. A crash still leaves the warm start.
     """
+    try:
+        return _cbc_once(model, time_limit, warm, ["preprocess off"])
+    except pulp.PulpSolverError:
+        return RunResult("none")
+
+
+def _cbc_once(model: IlpModel, time_limit: float, warm: bool, options: list[str]) -> RunResult:
     with tempfile.TemporaryDirectory(prefix="pipesched-cbc-") as tmp:
         log = Path(tmp) / "cbc.log"
         solver = _cbc(
             msg=False, timeLimit=max(0.05, time_limit), warmStart=warm, logPath=str(log), gapRel=0.0,
-            timeMode="elapsed", threads=1,
+            timeMode="elapsed", threads=1, options=options,
         )
         model.prob.solve(solver)
         text = log.read_text(errors="replace") if log.exists() else ""
