@@ -26,7 +26,7 @@ from pipesched.solver.metrics import peak_memory
 MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 COSTS = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
 #: Modest by default (suite budget); raise PIPESCHED_HYPOTHESIS_EXAMPLES for a deeper search.
-EXAMPLES = int(os.environ.get("PIPESCHED_HYPOTHESIS_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("PIPESCHED_HYPOTHESIS_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
