@@ -230,3 +230,10 @@ def test_unknown_backend_is_refused_naming_the_option() -> None:
 
     with pytest.raises(NotApplicableError, match="options.backend 'gurobi'.*cbc, highs"):
         solve(Problem(devices=2, microbatches=2), "ilp", SolveOptions(backend="gurobi"))
+
+
+def test_problems_too_large_for_the_model_are_refused_with_the_alternative() -> None:
+    from pipesched.solver import NotApplicableError
+
+    with pytest.raises(NotApplicableError, match="order pairs.*use cpsat or auto"):
+        solve(Problem(devices=32, microbatches=256), "ilp")
