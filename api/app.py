@@ -8,8 +8,9 @@ per resource (solve, jobs, schedules, ops, page); handlers reach the shared stat
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,9 +20,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pipesched import __version__
 
 from . import page
+from .bodies import validation_error_response
 from .cache import Cache
 from .jobs import JobManager, ProcessRunner
 from .metrics import Metrics
+from .models import SolveRequest
 from .routes import jobs, ops, schedules, solve
 from .service import Service
 from .settings import Settings
@@ -55,18 +58,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (solve.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
     app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.openapi = _openapi_with_solve_request(app)  # type: ignore[method-assign]
     return app
 
 
 async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 with every error as ``{loc, msg, type}`` and one readable line naming the fields."""
-    detail = []
-    for e in exc.errors():
-        msg = str(e.get("msg", "")).removeprefix("Value error, ")
-        detail.append({"loc": [str(x) if not isinstance(x, int) else x for x in e.get("loc", ())],
-                       "msg": msg, "type": str(e.get("type", "value_error"))})
-    line = "; ".join(f"{'.'.join(str(x) for x in d['loc'][1:]) or 'body'}: {d['msg']}" for d in detail)
-    return JSONResponse({"detail": detail, "error": line}, status_code=422)
+    return validation_error_response(exc.errors())
+
+
+def _openapi_with_solve_request(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """FastAPI's schema plus ``SolveRequest``, whose body the solve route parses by hand."""
+    default = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = default()
+        request = SolveRequest.model_json_schema(ref_template="#/components/schemas/SolveRequest_{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, sub in request.pop("$defs", {}).items():
+            components[f"SolveRequest_{name}"] = sub
+        components["SolveRequest"] = request
+        app.openapi_schema = schema
+        return schema
+
+    return openapi
 
 
 class Guard:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi.responses import JSONResponse, Response
 
@@ -39,6 +41,17 @@ def job_json(job: Job) -> str:
     if job.state == "done" and job.hit is not None:
         return text + f',"result":{solve_json(job.key, False, job.hit, job.problem_json)}}}'
     return text + ',"result":null}'
+
+
+def validation_error_response(errors: Sequence[Any], prefix: tuple[str, ...] = ()) -> JSONResponse:
+    """422 with every error as ``{loc, msg, type}`` and one readable line naming the fields."""
+    detail = []
+    for e in errors:
+        msg = str(e.get("msg", "")).removeprefix("Value error, ")
+        loc = [*prefix, *(x if isinstance(x, int) else str(x) for x in e.get("loc", ()))]
+        detail.append({"loc": loc, "msg": msg, "type": str(e.get("type", "value_error"))})
+    line = "; ".join(f"{'.'.join(str(x) for x in d['loc'][1:]) or 'body'}: {d['msg']}" for d in detail)
+    return JSONResponse({"detail": detail, "error": line}, status_code=422)
 
 
 def failed_job_response(job: Job) -> JSONResponse:

@@ -1,35 +1,31 @@
-"""FastAPI dependencies: the shared service state and the optional bearer token."""
+"""FastAPI dependencies (the shared service state) and the optional bearer token check."""
 
 from __future__ import annotations
 
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
 
 from .service import Service
 
 
-def service(request: Request) -> Service:
+async def service(request: Request) -> Service:
     return request.app.state.service
 
 
-def require_token(
-    request: Request,
-    authorization: Annotated[str | None, Header(description="'Bearer <token>' when the service has a token.")] = None,
-) -> None:
-    """Protects POST routes when the service was started with ``--token`` (or ``PIPESCHED_TOKEN``)."""
-    token = request.app.state.service.settings.token
+_REFUSED = "missing or wrong bearer token: send 'Authorization: Bearer <token>'"
+
+
+def token_refusal(token: str | None, authorization: str | None) -> JSONResponse | None:
+    """401 when the service has a token and ``authorization`` is not ``Bearer <token>``."""
     if not token:
-        return
+        return None
     scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
-        raise HTTPException(
-            status_code=401,
-            detail="missing or wrong bearer token: send 'Authorization: Bearer <token>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    if scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode()):
+        return None
+    return JSONResponse({"detail": _REFUSED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 ServiceDep = Annotated[Service, Depends(service)]
-TokenDep = Depends(require_token)

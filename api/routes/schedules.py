@@ -41,11 +41,11 @@ async def get_schedule(key: Key, svc: ServiceDep, method: Method = None) -> Resp
 @router.get("/v1/schedules/{key}/gantt.svg", response_class=Response, responses={
     200: {"content": {"image/svg+xml": {}}, "description": "Gantt chart, one row per device."}, **_NOT_FOUND})
 async def get_gantt(key: Key, svc: ServiceDep, method: Method = None) -> Response:
-    from pipesched.solver.render import render_svg  # lazily: only this route draws
-
     hit = _find(svc, key, method)
     if isinstance(hit, JSONResponse):
         return hit
+    from pipesched.solver.render import render_svg  # lazily: only this route draws
+
     svg = render_svg(Schedule.model_validate_json(hit.entry.schedule_json))
     return Response(svg, media_type="image/svg+xml")
 
@@ -54,11 +54,10 @@ async def get_gantt(key: Key, svc: ServiceDep, method: Method = None) -> Respons
     200: {"content": {"text/csv": {}}, "description": "torch.distributed.pipelining compute-only CSV."},
     **_NOT_FOUND})
 async def get_torch_csv(key: Key, svc: ServiceDep, method: Method = None) -> Response:
-    from pipesched.solver.torch_csv import to_torch_csv  # pure Python, no torch
-
     hit = _find(svc, key, method)
     if isinstance(hit, JSONResponse):
         return hit
+    from pipesched.solver.torch_csv import to_torch_csv  # lazily; pure Python, no torch
     schedule = Schedule.model_validate_json(hit.entry.schedule_json)
     if not schedule.ops:
         return JSONResponse({"detail": f"entry {key} has no schedule (status {schedule.status})"}, status_code=404)

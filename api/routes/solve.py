@@ -16,17 +16,19 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
 from pipesched.solver.canonical import problem_key
 from pipesched.solver.errors import NotApplicableError
 from pipesched.solver.registry import get_method
 
-from ..bodies import failed_job_response, solve_response
-from ..deps import ServiceDep, TokenDep
+from ..bodies import failed_job_response, solve_response, validation_error_response
+from ..deps import token_refusal
 from ..jobs import Overloaded
 from ..models import ErrorBody, JobAccepted, SolveRequest, SolveResponse, ValidationErrorBody
+from ..service import Service
 from ..settings import Settings
 
 router = APIRouter(tags=["solve"])
@@ -35,7 +37,10 @@ router = APIRouter(tags=["solve"])
 @router.post(
     "/v1/solve",
     response_model=SolveResponse,
-    dependencies=[TokenDep],
+    # The body is parsed by hand (pydantic straight from the JSON bytes, no dependency machinery):
+    # this is the cache-hit hot path. The schema is still documented for clients and fuzzers.
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/SolveRequest"}}}}},
     responses={
         202: {"model": JobAccepted, "description": "Not done within wait_s: poll GET /v1/jobs/{job}."},
         401: {"model": ErrorBody, "description": "The service has a token and the request lacks it."},
@@ -45,7 +50,16 @@ router = APIRouter(tags=["solve"])
         504: {"model": ErrorBody, "description": "The solver overran its hard wall-clock limit and was killed."},
     },
 )
-async def solve(req: SolveRequest, svc: ServiceDep) -> Response:
+async def solve(request: Request) -> Response:
+    """Solve a problem, or answer from the cache (see the module docstring for which entry answers)."""
+    svc: Service = request.app.state.service
+    refused = token_refusal(svc.settings.token, request.headers.get("authorization"))
+    if refused is not None:
+        return refused
+    try:
+        req = SolveRequest.model_validate_json(await request.body())
+    except ValidationError as e:
+        return validation_error_response(e.errors(), ("body",))
     settings = svc.settings
     time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
     refused = _over_caps(req, time_limit_s, settings) or _method_error(req)
