@@ -45,6 +45,15 @@ class ServiceUnavailable(ServiceError):
     """The service could not be reached after every retry."""
 
 
+class JobPending(ServiceError):
+    """``solve(..., wait=False)`` and the service is still solving: poll ``Client.job(job)`` later."""
+
+    def __init__(self, job: str, key: str) -> None:
+        super().__init__(202, f"solve still running as job {job}")
+        self.job = job
+        self.key = key
+
+
 def default_cache_dir() -> Path:
     explicit = os.environ.get("PIPESCHED_CLIENT_CACHE")
     if explicit:
@@ -128,8 +137,8 @@ class Client:
         wait: bool = True,
         wait_s: float = 30.0,
     ) -> Schedule:
-        """The schedule for ``problem`` (model or plain dict). ``wait=False`` raises if the service
-        answers 202 instead of waiting for the job."""
+        """The schedule for ``problem`` (model or plain dict). With ``wait=False`` a solve that is not
+        done within ``wait_s`` raises :class:`JobPending` instead of being followed to completion."""
         problem = problem if isinstance(problem, Problem) else Problem.model_validate(problem)
         key = problem_key(problem)
         cached = self.cache.get(key, method) if self.cache else None
@@ -157,9 +166,13 @@ class Client:
         if r.status_code == 202:
             job = r.json()["job"]
             if not wait:
-                raise ServiceError(202, f"solve still running as job {job}", r.json())
+                raise JobPending(job, r.json()["key"])
             return self._follow(job)
         return _schedule_text(r)
+
+    def job(self, job: str) -> dict[str, Any]:
+        """The service's report on a job: ``state`` and, when done, ``result``."""
+        return self._request("GET", f"/v1/jobs/{job}").json()
 
     def _follow(self, job: str) -> str:
         while True:

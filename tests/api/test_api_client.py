@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from api_servers import SMALL, Server, free_port
 
-from pipesched.client import Client, ServiceError, ServiceUnavailable
+from pipesched.client import Client, JobPending, ServiceError, ServiceUnavailable
 from pipesched.solver import Problem, Schedule, validate
 
 
@@ -20,10 +20,13 @@ def test_the_client_returns_the_schedule_for_a_dict_or_a_model(server: Server, t
     assert from_model.ops == from_dict.ops
 
 
-def test_the_client_follows_a_202_job_to_completion(server: Server) -> None:
+def test_the_client_follows_a_202_job_to_completion_or_hands_it_back(server: Server) -> None:
     with Client(server.url, cache_dir=False, poll_s=0.05) as client:
         schedule = client.solve({"devices": 3, "microbatches": 9}, method="gpipe", wait_s=0)
-    assert schedule.problem.microbatches == 9 and validate(schedule) == []
+        assert schedule.problem.microbatches == 9 and validate(schedule) == []
+        with pytest.raises(JobPending) as pending:
+            client.solve({"devices": 3, "microbatches": 10}, method="gpipe", wait_s=0, wait=False)
+        assert client.job(pending.value.job)["key"] == pending.value.key
 
 
 def test_the_client_reports_a_refused_problem_naming_the_field(server: Server) -> None:
