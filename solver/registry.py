@@ -19,6 +19,8 @@ from .schedule import Schedule
 _METHOD_MODULES = (
     "pipesched.solver.classic",
     "pipesched.solver.ilp",
+    "pipesched.solver.cpsat",
+    "pipesched.solver.auto",
 )
 
 

@@ -1,0 +1,183 @@
+"""Method ``cpsat``: the exact CP-SAT model of :mod:`.cpsat_model`, warm-started and deterministic.
+
+Steps (the issue's measured recipe for making CP-SAT scale on this problem):
+1. a warm start (the best order of the zero-bubble heuristic grid, or ``options.hint``);
+2. the model with the horizon and ``Z <= incumbent`` from that start, ``Z >=`` the analytic
+   bound, every start hinted, presolve off (it expands the memory constraints into huge
+   Boolean encodings) and reservoirs never expanded;
+3. search with ``interleave_search`` (deterministic whatever ``num_workers``) and a
+   *deterministic* time limit, so the same problem gives the same schedule on every run and in
+   every process; the wall-clock limit stays as a safety net on a loaded machine;
+4. the per-device order of the answer is re-timed exactly by the simulator (:func:`build.compact`,
+   or the model's own start times as release dates, whichever is better), then finalized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from .bounds import lower_bound as analytic_lower_bound
+from .build import compact, finalize, no_schedule
+from .cpsat_model import CpsatModel, OpGraph, Scaling, add_hint, build, solved_order
+from .exact_times import best_times
+from .feasibility import infeasibility_reason
+from .instance import Instance, OpId
+from .metrics import objective_value
+from .problem import Problem
+from .registry import SolveOptions, method
+from .schedule import Order, Schedule
+from .simulate import DeadlockError
+
+#: Deterministic-time units per wall-clock second we budget (CP-SAT's unit is meant to be close
+#: to a second on an unloaded core; on a shared machine it runs slower, so keep margin).
+DTIME_PER_SECOND = 0.6
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """A valid order with its exact times and objective."""
+
+    order: Order
+    start: dict[OpId, float]
+    objective: float
+
+    @classmethod
+    def of(cls, inst: Instance, order: Order, start: Mapping[OpId, float] | None = None) -> Incumbent:
+        times = dict(start) if start is not None else compact(inst, order)
+        return cls(order, times, objective_value(inst, times))
+
+
+@dataclass(frozen=True)
+class CpsatResult:
+    incumbent: Incumbent
+    proven_optimal: bool
+    bound: float | None  # valid lower bound in caller units, when the model can prove one
+
+
+def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False) -> None:
+    prm = solver.parameters
+    prm.max_time_in_seconds = max(0.05, seconds)
+    prm.max_deterministic_time = max(0.02, seconds * DTIME_PER_SECOND)
+    prm.num_workers = max(1, workers)
+    prm.interleave_search = workers > 1
+    prm.random_seed = 1
+    prm.cp_model_presolve = presolve
+    prm.expand_reservoir_constraints = False
+    prm.log_search_progress = False
+
+
+def retime(inst: Instance, order: Order) -> Incumbent:
+    """Exact times for a solved order: the optimal timing of that order in caller units."""
+    return Incumbent.of(inst, order, best_times(inst, order))
+
+
+def model_lower(inst: Instance, sc: Scaling, bound: float) -> int:
+    """A valid real lower bound ``x`` (caller units) as a model cut ``Z >= c`` with ``c <= ceil(x)``
+    when costs are exact (the model's value of the best real schedule is then at least
+    ``ceil(OPT * time)``), else ``c = floor(x)``; either keeps the model's own bound valid."""
+    x = bound * sc.time
+    if sc.time_exact:
+        return max(0, int(math.ceil(x - 1e-7 * max(1.0, x))))
+    return max(0, int(math.floor(x)))
+
+
+def horizon_value(inst: Instance, sc: Scaling, objective: float) -> int:
+    """Latest time any op needs, in model units, when a schedule of value ``objective`` exists.
+
+    Makespan: that value. Stage span: shrinking every gap between device windows to at most one
+    comm keeps a schedule valid and its spans, so some optimum ends by ``p (Z + comm)``.
+    """
+    if inst.objective == "stage_span":
+        return sc.up(inst.devices * (objective + inst.comm)) + inst.devices
+    return sc.up(objective) + 1
+
+
+def solve_model(
+    inst: Instance,
+    incumbent: Incumbent,
+    seconds: float,
+    workers: int,
+    *,
+    graph: OpGraph | None = None,
+    extra: Callable[[CpsatModel], None] | None = None,
+    known_bound: float | None = None,
+) -> CpsatResult:
+    """One CP-SAT run from ``incumbent``; never returns anything worse than it.
+
+    ``known_bound`` (a proven lower bound, e.g. from :mod:`.strong_bounds`) becomes the cut ``Z >= c``;
+    ``extra`` may add constraints (a neighbourhood), which makes the run's bound meaningless.
+    """
+    sc = Scaling.of(inst)
+    lb = max(analytic_lower_bound(inst), known_bound or 0.0)
+    lower = model_lower(inst, sc, lb)
+    upper = sc.up(incumbent.objective) + 1
+    cm = build(inst, sc, graph or OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, incumbent.objective),
+               lower=lower, upper=upper)
+    add_hint(cm, incumbent.start)
+    if extra is not None:
+        extra(cm)
+    solver = cp_model.CpSolver()
+    solver_parameters(solver, seconds, workers)
+    status = solver.solve(cm.model)
+    return _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
+
+
+def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver, status: int,
+          incumbent: Incumbent, *, relaxed: bool) -> CpsatResult:
+    bound = None
+    if sc.bound_is_valid and not relaxed and status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices)
+    best = incumbent
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        order = solved_order(cm, solver)
+        try:
+            cand = retime(inst, order)
+        except DeadlockError:
+            cand = None
+        if cand is not None and cand.objective < best.objective - 1e-9 * max(1.0, best.objective):
+            best = cand
+    proven = (status == cp_model.OPTIMAL and not relaxed and sc.bound_is_valid and sc.time_exact
+              and inst.objective == "makespan"
+              and best.objective <= solver.objective_value / sc.time + 1e-9 * max(1.0, best.objective))
+    if bound is not None:
+        bound = min(bound, best.objective)
+    return CpsatResult(best, proven, bound)
+
+
+def warm_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:
+    """The best of the zero-bubble heuristic grid and a caller's hint (if it fits this problem)."""
+    from .zb_heuristic import zb_candidates
+
+    cands = [Incumbent(c.order, c.start, c.objective) for c in zb_candidates(inst)[:1]]
+    if hint is not None and hint.ops:
+        with contextlib.suppress(DeadlockError, KeyError, ValueError):
+            cands.append(Incumbent.of(inst, [list(ops) for ops in hint.order()]))
+    return min(cands, key=lambda c: c.objective) if cands else None
+
+
+def finish(problem: Problem, name: str, inst: Instance, inc: Incumbent, proven: bool, bound: float | None,
+           t0: float) -> Schedule:
+    return finalize(problem, name, inc.start, status="optimal" if proven else "feasible", lower_bound=bound,
+                    solve_time_s=time.perf_counter() - t0, inst=inst)
+
+
+@method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit.")
+def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
+    t0 = time.perf_counter()
+    inst = Instance.from_problem(problem)
+    reason = infeasibility_reason(inst)
+    if reason:
+        return no_schedule(problem, "cpsat", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    inc = warm_start(inst, options.hint)
+    if inc is None:
+        return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
+                           lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
+    left = options.time_limit_s - (time.perf_counter() - t0) - 0.1
+    res = solve_model(inst, inc, left, options.workers) if left > 0.05 else CpsatResult(inc, False, None)
+    return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)

@@ -1,0 +1,168 @@
+"""Lower bounds stronger than total work: a round-trip argument, and single-device relaxations.
+
+Round trip (:func:`round_trip_span_bound`, stage span, one stage per device): see its docstring;
+with ``limit = p * M_B`` it reproduces the zero-bubble paper's ZB-1p bubble exactly.
+
+Relaxations (:func:`device_bound`, proved by CP-SAT):
+
+Keep one device's ops and give every other device unlimited capacity: the dependency chain of
+a microbatch through the other devices then only delays it, by the sum of the costs and comm
+latencies it passes through (a lag), and the work before the device's first op (a head) and
+after its last backward (a tail, for the makespan). This one-machine problem still has the
+device's memory cap, the no-overlap and the microbatch order, so it keeps exactly what makes
+the zero-bubble schedules idle: with ``limit = p * M_B`` the first stage can hold only ``p``
+forwards while the first backward makes its round trip. Any schedule of the full problem is a
+schedule of every relaxation with the same device span (and no later end), so the best proven
+bound of a relaxation is a valid bound on the full problem; :func:`relaxation_bound` takes the
+largest over the devices it has time for, combined with :func:`bounds.lower_bound`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+
+from ortools.sat.python import cp_model
+
+from .bounds import lower_bound as analytic_lower_bound
+from .cpsat_model import OpGraph, Scaling, add_hint, build
+from .instance import Instance, OpId
+
+
+def chain(inst: Instance, i: int) -> list[OpId]:
+    """Microbatch ``i``'s dependency chain F(0..S-1), B(S-1..0) (W hangs off its B)."""
+    S = inst.num_stages
+    return [OpId("F", s, i) for s in range(S)] + [OpId("B", s, i) for s in range(S - 1, -1, -1)]
+
+
+def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:
+    """The ops of ``device`` with the chains through other devices contracted into lags."""
+    ops: list[OpId] = []
+    prec: list[tuple[OpId, OpId, int]] = []
+    release: dict[OpId, int] = {}
+    tail: dict[OpId, int] = {}
+    for i in range(inst.microbatches):
+        seq = chain(inst, i)
+        clock = 0.0  # earliest time the walk reaches the current op's start, relative to the chain start
+        prev: OpId | None = None
+        prev_end = 0.0
+        for k, op in enumerate(seq):
+            if k > 0:
+                pred = seq[k - 1]
+                clock += inst.cost(pred) + inst.link(pred.stage, op.stage)
+            if inst.device(op) != device:
+                continue
+            ops.append(op)
+            if prev is None:
+                release[op] = sc.dur(clock)
+            else:
+                prec.append((prev, op, sc.dur(clock - prev_end)))
+            prev, prev_end = op, clock + inst.cost(op)
+            if op.kind == "B" and inst.split_backward:
+                w = OpId("W", op.stage, i)
+                ops.append(w)
+                prec.append((op, w, 0))
+        if prev is not None and prev.kind == "B":
+            rest = sum(inst.cost(o) for o in seq[seq.index(prev) + 1:])
+            rest += sum(inst.link(a.stage, b.stage) for a, b in zip(seq[seq.index(prev):], seq[seq.index(prev) + 1:],
+                                                                     strict=False))
+            if rest > 0:
+                tail[prev] = sc.dur(rest)
+    return OpGraph(ops, prec, release, tail)
+
+
+def device_bound(inst: Instance, device: int, seconds: float, *, upper: float, workers: int = 1,
+                 hint: Mapping[OpId, float] | None = None) -> float | None:
+    """Proven lower bound from the relaxation of ``device`` (None if the model proves nothing)."""
+    sc = Scaling.of(inst)
+    if not sc.bound_is_valid:
+        return None
+    graph = contracted_graph(inst, sc, device)
+    if not graph.ops:
+        return None
+    from .cpsat import horizon_value, model_lower, solver_parameters
+
+    horizon = horizon_value(inst, sc, upper)
+    cm = build(inst, sc, graph, horizon=horizon, lower=model_lower(inst, sc, analytic_lower_bound(inst)),
+               upper=sc.up(upper) + 1)
+    if hint is not None:
+        add_hint(cm, hint)
+    solver = cp_model.CpSolver()
+    solver_parameters(solver, seconds, workers)
+    status = solver.solve(cm.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices)
+
+
+def _natural_levels(inst: Instance, s: int) -> tuple[float, float] | None:
+    l1 = inst.delta["F"][s]
+    l2 = l1 + inst.delta["B"][s] if inst.split_backward else 0.0
+    return (l1, l2) if l1 > 0 and l2 >= 0 and inst.delta["B"][s] <= 0 else None
+
+
+def round_trip_span_bound(inst: Instance) -> float:
+    """Stage-span bound from the idle time memory forces at both ends of each device's window.
+
+    One stage ``s`` per device (v = 1), memory levels ``L1 = dF > 0`` after F and ``L2 = dF + dB``
+    after B, cap ``L``. Let ``R`` be the round trip from F(s, i) starting to B(s, i) starting
+    (``F_s`` plus every later stage's F and B plus comm both ways) and ``k = floor(L / L1)``.
+    Head: in ``[x, x + R)`` after the window opens with F(s, 0) at ``x``, no B or W exists yet
+    (microbatch order), so only forwards run, at most ``k`` of them (no release before a B ends):
+    idle ``>= R - min(k, m) F_s``. Tail: in ``[t, t + R)`` after the last forward F(s, m-1) starts
+    at ``t`` the device can only run backwards of the ``j`` other microbatches in flight (B + W
+    each) and ``w`` pending Ws, with ``(j + 1) L1 + w L2 <= L``: idle ``>= R - F_s - max(j (B + W)
+    + w W)``. The two windows are disjoint when ``m > k`` (F(s, k) needs memory that only a
+    backward after ``x + R`` frees), so span ``>= work + head + tail``, else ``work + max``.
+    """
+    if inst.stages_per_device != 1 or not all(math.isfinite(x) for x in inst.limit):
+        return 0.0
+    S, m = inst.num_stages, inst.microbatches
+    best = 0.0
+    for s in range(S):
+        levels = _natural_levels(inst, s)
+        if levels is None:
+            return 0.0
+        l1, l2 = levels
+        cap = inst.limit[inst.device_of_stage[s]]
+        f, b = inst.duration["F"][s], inst.duration["B"][s]
+        w = inst.duration["W"][s] if inst.split_backward else 0.0
+        trip = f + sum(inst.duration["F"][t] + inst.duration["B"][t] for t in range(s + 1, S))
+        trip += sum(2 * inst.link(t, t + 1) for t in range(s, S - 1))
+        k = int(math.floor(cap / l1 * (1 + 1e-12)))
+        if k < 1:
+            return 0.0
+        head = max(0.0, trip - min(k, m) * f)
+        fill = 0.0
+        for j in range(0, min(k, m) ):
+            room = cap - (j + 1) * l1
+            if room < -1e-9 * cap or j > m - 1:
+                break
+            pending = m - 1 - j if l2 <= 0 else min(m - 1 - j, int(math.floor(room / l2 * (1 + 1e-12))))
+            fill = max(fill, j * (b + w) + max(0, pending) * w)
+        tail = max(0.0, trip - f - fill)
+        work = m * (f + b + w)
+        best = max(best, work + (head + tail if m > k else max(head, tail)))
+    return best
+
+
+def relaxation_bound(inst: Instance, seconds: float, *, upper: float, workers: int = 1,
+                     hint: Mapping[OpId, float] | None = None) -> float:
+    """The best of the analytic bound and the single-device relaxations of the first and last devices
+    (the first holds the longest round trip under the memory cap; the last the longest ramp-up)."""
+    best = analytic_lower_bound(inst)
+    if inst.objective == "stage_span":
+        best = max(best, round_trip_span_bound(inst))
+    if best >= upper * (1 - 1e-12):
+        return min(best, upper)
+    t_end = time.perf_counter() + seconds
+    devices = [0] if inst.devices == 1 else [0, inst.devices - 1]
+    for k, d in enumerate(devices):
+        left = (t_end - time.perf_counter()) / (len(devices) - k)
+        if left <= 0.02:
+            break
+        b = device_bound(inst, d, left, upper=upper, workers=workers, hint=hint)
+        if b is not None and math.isfinite(b):
+            best = max(best, b)
+    return min(best, upper)
