@@ -33,6 +33,7 @@ from .problem import Problem
 from .registry import SolveOptions, method
 from .schedule import Order, Schedule
 from .simulate import DeadlockError
+from .strong_bounds import combinatorial_bound
 
 #: Deterministic-time units per wall-clock second we budget (CP-SAT's unit is meant to be close
 #: to a second on an unloaded core; on a shared machine it runs slower, so keep margin).
@@ -114,7 +115,7 @@ def solve_model(
     ``extra`` may add constraints (a neighbourhood), which makes the run's bound meaningless.
     """
     sc = Scaling.of(inst)
-    lb = max(analytic_lower_bound(inst), known_bound or 0.0)
+    lb = max(combinatorial_bound(inst), known_bound or 0.0)
     lower = model_lower(inst, sc, lb)
     upper = sc.up(incumbent.objective) + 1
     cm = build(inst, sc, graph or OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, incumbent.objective),
@@ -125,7 +126,11 @@ def solve_model(
     solver = cp_model.CpSolver()
     solver_parameters(solver, seconds, workers)
     status = solver.solve(cm.model)
-    return _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
+    res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
+    if graph is not None:  # a relaxation's incumbent is no schedule of the problem
+        return res
+    bound = min(max(res.bound or 0.0, lb), res.incumbent.objective)
+    return CpsatResult(res.incumbent, res.proven_optimal or bound >= res.incumbent.objective, bound)
 
 
 def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver, status: int,
@@ -143,7 +148,7 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
         if cand is not None and cand.objective < best.objective - 1e-9 * max(1.0, best.objective):
             best = cand
     proven = (status == cp_model.OPTIMAL and not relaxed and sc.bound_is_valid and sc.time_exact
-              and inst.objective == "makespan"
+              and (inst.objective == "makespan" or sc.span_exact)
               and best.objective <= solver.objective_value / sc.time + 1e-9 * max(1.0, best.objective))
     if bound is not None:
         bound = min(bound, best.objective)
@@ -179,5 +184,9 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
     left = options.time_limit_s - (time.perf_counter() - t0) - 0.1
-    res = solve_model(inst, inc, left, options.workers) if left > 0.05 else CpsatResult(inc, False, None)
+    closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
+    if closed or left <= 0.05:
+        res = CpsatResult(inc, closed, combinatorial_bound(inst))
+    else:
+        res = solve_model(inst, inc, left, options.workers)
     return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)

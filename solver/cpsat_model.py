@@ -60,6 +60,7 @@ class Scaling:
     time_exact: bool
     mem: int
     mem_exact: bool
+    span_exact: bool = False  # stage span optima are whole units too (see bound_to_float)
 
     @classmethod
     def of(cls, inst: Instance) -> Scaling:
@@ -83,7 +84,12 @@ class Scaling:
                 break
             if mtop * 10 ** (k + 1) > MAX_SCALED_MEMORY:
                 break
-        return cls(time=time, time_exact=time_exact, mem=mem, mem_exact=mem_exact)
+        span_exact = False
+        if inst.objective == "stage_span" and time_exact:
+            lcm = math.lcm(*range(1, inst.devices + 1))
+            if top * time * lcm <= MAX_SCALED_COST:
+                time, span_exact = time * lcm, True
+        return cls(time=time, time_exact=time_exact, mem=mem, mem_exact=mem_exact, span_exact=span_exact)
 
     def dur(self, x: float) -> int:
         return int(math.floor(x * self.time + 1e-9 * max(1.0, x * self.time)))
@@ -108,11 +114,13 @@ class Scaling:
 
         Makespan: flooring keeps every end at or before its real end, so ``OPT * time >= value``.
         Stage span: flooring both ends of a window can add one unit, so ``ceil(OPT * time) >= value``;
-        with exact costs the span optimum of a fixed order is a vertex of a difference system with at
-        most ``devices`` span rows, hence a multiple of ``1 / devices`` units, so ``OPT * time >=
-        value - 1 + 1 / devices``.
+        with exact costs the span optimum of a fixed order is the largest cycle ratio ``W / k`` of a
+        difference system, ``k <= devices`` span rows on the cycle, hence a multiple of
+        ``1 / devices`` units, so ``OPT * time >= value - 1 + 1 / devices``. When the resolution was
+        multiplied by ``lcm(1..devices)`` (``span_exact``) every such ratio is a whole unit and the
+        model is exact.
         """
-        if objective != "stage_span":
+        if objective != "stage_span" or self.span_exact:
             return value / self.time
         return (value - 1 + (1 / devices if self.time_exact else 0)) / self.time
 

@@ -1,0 +1,162 @@
+"""The ``cpsat`` method: proven optima are right, schedules validate, limits and determinism hold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipesched.solver import Instance, Problem, SolveOptions, solve, validate
+from pipesched.solver.cpsat_model import Scaling
+from pipesched.solver.feasibility import infeasibility_reason
+from pipesched.solver.metrics import bubble_ratio
+from pipesched.solver.strong_bounds import combinatorial_bound, energy_bound, round_trip_span_bound
+
+UNEVEN = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
+          "comm": 0.25}
+
+#: Tiny cases (brute force can enumerate them) over objectives, limits, comm, fused B and placements.
+TINY: dict[str, dict] = {
+    "unit-2x3": dict(devices=2, microbatches=3),
+    "unit-limit": dict(devices=3, microbatches=4, memory={"limit": 2}),
+    "unit-span-limit": dict(devices=3, microbatches=4, memory={"limit": 2}, objective="stage_span"),
+    "uneven-comm": dict(devices=3, microbatches=3, costs=UNEVEN),
+    "uneven-span": dict(devices=3, microbatches=3, costs=UNEVEN, memory={"limit": 2}, objective="stage_span"),
+    "fused": dict(devices=2, microbatches=3, split_backward=False, memory={"limit": 1}),
+    "loop-v2": dict(devices=2, microbatches=2, stages_per_device=2, memory={"limit": 3}),
+    "v-shape": dict(devices=2, microbatches=3, stages_per_device=2, placement="v", objective="stage_span"),
+}
+
+
+def run(case: dict, method: str = "cpsat", limit: float = 20.0):
+    return solve(Problem(**case), method, SolveOptions(time_limit_s=limit))
+
+
+@pytest.fixture(scope="module")
+def tiny_results() -> dict:
+    return {name: run(case) for name, case in TINY.items()}
+
+
+def test_cpsat_proves_every_tiny_case_optimal_and_the_schedule_validates(tiny_results: dict) -> None:
+    for name, sched in tiny_results.items():
+        assert sched.status == "optimal", name
+        assert sched.lower_bound == sched.objective_value, name
+        assert validate(sched) == [], name
+
+
+def test_cpsat_optimum_matches_brute_force(tiny_results: dict) -> None:
+    bruteforce = pytest.importorskip("bruteforce", reason="tests/solver/bruteforce.py is not there yet")
+    for name, case in TINY.items():
+        expected = bruteforce.optimum(Problem(**case))
+        if expected is not None:
+            assert tiny_results[name].objective_value == pytest.approx(expected, abs=1e-6), name
+
+
+def test_cpsat_is_never_worse_than_any_heuristic_that_fits(tiny_results: dict) -> None:
+    for name, case in TINY.items():
+        for other in ("gpipe", "1f1b", "zb-h1", "zb-h2", "greedy"):
+            try:
+                sched = run(case, other)
+            except ValueError:
+                continue  # does not apply, or over the memory limit
+            assert tiny_results[name].objective_value <= sched.objective_value + 1e-9, (name, other)
+
+
+def test_unlimited_unit_makespan_meets_the_ramp_up_bound() -> None:
+    sched = run(dict(devices=4, microbatches=6))
+    assert sched.status == "optimal"
+    assert sched.makespan == (4 - 1) * 1 + 6 * 3
+
+
+def test_strong_bounds_never_exceed_the_proven_optimum(tiny_results: dict) -> None:
+    for name, case in TINY.items():
+        inst = Instance.from_problem(Problem(**case))
+        opt = tiny_results[name].objective_value
+        assert combinatorial_bound(inst) <= opt + 1e-9, name
+        assert energy_bound(inst) <= opt + 1e-9, name
+        assert round_trip_span_bound(inst) <= opt + 1e-9, name
+
+
+def test_round_trip_bound_is_binding_under_a_tight_limit() -> None:
+    inst = Instance.from_problem(Problem(**TINY["unit-span-limit"]))
+    assert round_trip_span_bound(inst) > max(inst.device_work())
+
+
+def zb_problem(limit_factor: int) -> Problem:
+    """Zero-bubble paper, 1.5B model (h = 2304, a = 24, s = 1024), p = 8, m = 24."""
+    mb, mw = 34 * 2304 + 5 * 24 * 1024, 32 * 2304
+    return Problem(devices=8, microbatches=24, objective="stage_span",
+                   costs={"forward": 18.522, "backward_input": 18.086, "backward_weight": 9.337, "comm": 0.601},
+                   memory={"forward": mb, "backward_input": mw - mb, "backward_weight": -mw,
+                           "limit": limit_factor * 8 * mb})
+
+
+def test_zero_bubble_1p_case_is_proven_optimal_at_the_published_rate() -> None:
+    sched = run(zb_problem(1).model_dump(), limit=10.0)
+    assert sched.status == "optimal"
+    assert sched.bubble_ratio == pytest.approx(0.1585, abs=5e-5)
+
+
+def test_scaling_is_exact_for_millisecond_costs_and_rounds_down_otherwise() -> None:
+    sc = Scaling.of(Instance.from_problem(zb_problem(1)))
+    assert (sc.time, sc.time_exact, sc.mem_exact) == (1000, True, True)
+    odd = Problem(devices=2, microbatches=2, costs={"forward": 1 / 3, "backward_input": 2 ** 0.5})
+    sc = Scaling.of(Instance.from_problem(odd))
+    assert not sc.time_exact and sc.dur(1 / 3) <= sc.time / 3
+    sched = run(odd.model_dump())
+    assert validate(sched) == [] and sched.lower_bound <= sched.objective_value
+
+
+@pytest.mark.parametrize("case, needle", [
+    (dict(devices=2, microbatches=2, memory={"limit": 0.5}), "device 0"),
+    (dict(devices=2, microbatches=2, stages_per_device=2, placement="v", memory={"limit": 1.5}), "at least 2"),
+])
+def test_a_limit_below_one_microbatch_is_infeasible_without_search(case: dict, needle: str) -> None:
+    for method in ("cpsat", "auto"):
+        sched = run(case, method)
+        assert sched.status == "infeasible" and not sched.ops
+        assert "memory.limit" in sched.reason and needle in sched.reason
+
+
+def test_a_limit_equal_to_one_microbatch_is_feasible() -> None:
+    case = dict(devices=2, microbatches=3, stages_per_device=2, placement="v", memory={"limit": 2})
+    assert infeasibility_reason(Instance.from_problem(Problem(**case))) is None
+    sched = run(case)
+    assert sched.status == "optimal" and max(sched.peak_memory) <= 2
+
+
+def test_time_limit_holds_on_a_case_it_cannot_close() -> None:
+    case = dict(devices=8, microbatches=32, memory={"limit": 3})
+    t0 = time.perf_counter()
+    sched = run(case, limit=3.0)
+    assert time.perf_counter() - t0 < 3.0 + 5.0  # generous margin: the machine is shared
+    assert sched.ops and validate(sched) == []
+
+
+DETERMINISM_CASE = dict(devices=4, microbatches=8, memory={"limit": 3}, costs=dict(UNEVEN, forward=1.0,
+                        backward_input=1.5, backward_weight=0.5), objective="stage_span")
+
+_CHILD = """
+import json, sys
+from pipesched.solver import Problem, SolveOptions, solve
+s = solve(Problem(**json.loads(sys.argv[1])), sys.argv[2], SolveOptions(time_limit_s=3.0))
+print(json.dumps(s.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=True))
+"""
+
+
+@pytest.mark.parametrize("method", ["cpsat"])
+def test_same_problem_gives_the_same_schedule_across_processes(method: str) -> None:
+    outs = [subprocess.run([sys.executable, "-c", _CHILD, json.dumps(DETERMINISM_CASE), method],
+                           capture_output=True, text=True, check=True).stdout for _ in range(2)]
+    assert outs[0] == outs[1]
+    again = solve(Problem(**DETERMINISM_CASE), method, SolveOptions(time_limit_s=3.0))
+    assert json.dumps(again.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=True) + "\n" == outs[0]
+
+
+def test_bubble_ratio_of_a_bound_is_not_above_the_schedules() -> None:
+    sched = run(TINY["uneven-span"])
+    inst = Instance.from_problem(sched.problem)
+    assert bubble_ratio(inst, sched.lower_bound) <= sched.bubble_ratio + 1e-12
