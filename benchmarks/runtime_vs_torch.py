@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -28,7 +29,8 @@ from pipesched.runtime.model import mlp_stages, sample_batch
 from pipesched.runtime.profile import profile
 from pipesched.runtime.split_backward import backward_full, backward_input
 from pipesched.runtime.torch_runtime import torch_schedule, torch_step
-from pipesched.solver import Schedule, solve
+from pipesched.solver import Instance, Schedule, simulate, solve
+from pipesched.solver.torch_csv import rank_programs
 
 RESULTS = Path(__file__).parent / "results" / "runtime.md"
 LOSS = torch.nn.functional.mse_loss
@@ -77,14 +79,33 @@ def bench_rank(rank: int, world: int, schedules: list[str], width: int, batch: i
             run("torch")
         times: dict[str, list[float]] = {"ours": [], "torch": []}
         busy: list[float] = []
+        op_s: dict[tuple, list[float]] = {}
         for r in range(rounds):
             for which in (("ours", "torch") if r % 2 == 0 else ("torch", "ours")):
                 step, b = run(which)
                 times[which].append(step)
                 if which == "ours":
                     busy.append(b)
-        out.append({"ours": times["ours"], "torch": times["torch"], "busy": busy})
+                    for op, t in ours.last_op_s.items():
+                        op_s.setdefault(tuple(op), []).append(t)
+        out.append({"ours": times["ours"], "torch": times["torch"], "busy": busy,
+                    "op_s": {op: statistics.median(ts) for op, ts in op_s.items()}})
     return out
+
+
+def in_run_prediction(schedule: Schedule, op_s: dict[tuple, float]) -> tuple[float, float]:
+    """(makespan s, bubble) of the schedule's own order re-timed with the op times measured in the run.
+
+    Separates what the schedule implies from what the runtime adds: if the measured step is close
+    to this makespan, the executor adds little idle time of its own.
+    """
+    inst = Instance.from_problem(schedule.problem)
+    timed = replace(inst, duration={k: tuple(
+        statistics.mean(t for (kind, stage, _), t in op_s.items() if kind == k and stage == st)
+        for st in range(inst.num_stages)) for k in inst.kinds})
+    start = simulate(timed, rank_programs(schedule))
+    span = max(start[op] + timed.cost(op) for op in start)
+    return span, 1 - timed.total_work() / (inst.devices * span)
 
 
 def split_vs_fused(width: int, microbatch: int, repeats: int) -> list[tuple[int, float, float, float, float]]:
@@ -142,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run_ranks(bench_rank, 2, [s.model_dump_json() for s in schedules], args.width, args.batch,
                         args.rounds, timeout_s=1800)
     per = results[0].value  # step times are already the max over ranks, busy the sum
+    for k, res in enumerate(per):
+        res["op_s"].update(results[1].value[k]["op_s"])
 
     lines = [
         "# Runtime: pipesched executor vs torch `_PipelineScheduleRuntime`\n",
@@ -149,21 +172,28 @@ def main(argv: list[str] | None = None) -> int:
         f"MLP width {args.width}, batch {args.batch} in {args.microbatches} microbatches, "
         f"{args.rounds} alternated rounds, medians). The machine is a shared 2-core box with other "
         "jobs running: absolute times are noisy, the alternation keeps the ratio fair.\n",
-        "| method | stages | ours ms | torch ms | ours / torch | measured bubble (ours) | predicted bubble | "
-        "predicted step ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| method | stages | ours ms | torch ms | ours / torch | measured bubble (ours) | predicted bubble, "
+        "profiled costs | predicted step ms, profiled | predicted bubble, in-run op times | "
+        "predicted step ms, in-run |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for schedule, res in zip(schedules, per, strict=True):
         ours, theirs = statistics.median(res["ours"]), statistics.median(res["torch"])
         k = res["ours"].index(sorted(res["ours"])[len(res["ours"]) // 2])
         bubble = 1 - res["busy"][k] / (2 * res["ours"][k])
         p = schedule.problem
+        span, in_run_bubble = in_run_prediction(schedule, res["op_s"])
         lines.append(f"| {schedule.method} | {p.num_stages} ({p.placement}) | {1e3 * ours:.1f} | {1e3 * theirs:.1f} | "
-                     f"{ours / theirs:.3f} | {bubble:.3f} | {schedule.bubble_ratio:.3f} | {schedule.makespan:.1f} |")
+                     f"{ours / theirs:.3f} | {bubble:.3f} | {schedule.bubble_ratio:.3f} | {schedule.makespan:.1f} | "
+                     f"{in_run_bubble:.3f} | {1e3 * span:.1f} |")
     lines += [
         "",
-        "Measured bubble = 1 - (sum over ranks of time inside compute ops) / (2 x step time); predicted = "
-        "the schedule's `bubble_ratio` for the profiled costs (comm assumed 0).",
+        "Measured bubble = 1 - (sum over ranks of time inside compute ops) / (2 x step time). Predicted, "
+        "profiled: the schedule's `bubble_ratio` and makespan for the costs `profile()` measured in one "
+        "process before the run. Predicted, in-run: the same per-device order re-timed with the median op "
+        "times measured during the run (two ranks share the cores with other jobs, so ops run slower "
+        "than when profiled alone); the gap between it and the measured step is what the runtime "
+        "(communication, Python) adds.",
         "",
         "## Split backward costs what the fused backward costs",
         "",

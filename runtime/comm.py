@@ -39,8 +39,8 @@ def encode_header(t: torch.Tensor) -> torch.Tensor:
 
 
 def decode_header(h: torch.Tensor) -> tuple[torch.Size, torch.dtype]:
-    ndim = int(h[1])
-    return torch.Size(int(x) for x in h[2:2 + ndim]), _DTYPES[int(h[0])]
+    values = h.tolist()
+    return torch.Size(values[2:2 + values[1]]), _DTYPES[values[0]]
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Transport:
     def isend(self, message: Message, t: torch.Tensor, header: bool) -> list[Pending]:
         out = []
         if header:
-            h = encode_header(t)
+            h = encode_header(t).to(self.device)  # NCCL sends device tensors only
             out.append(Pending(message, dist.isend(h, group=self.group, group_dst=message.dst,
                                                    tag=message_tag(message, self.num_stages, True)), h))
         t = t.contiguous()
@@ -80,7 +80,7 @@ class Transport:
         return Pending(message, work, buf)
 
     def recv_header(self, message: Message, waiting_op: str) -> tuple[torch.Size, torch.dtype]:
-        h = torch.empty(_HEADER_LEN, dtype=torch.int64)
+        h = torch.empty(_HEADER_LEN, dtype=torch.int64, device=self.device)
         work = dist.irecv(h, group=self.group, group_src=message.src, tag=message_tag(message, self.num_stages, True))
         self.wait(Pending(message, work, h), waiting_op, what="the shape header of")
         return decode_header(h)

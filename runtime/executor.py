@@ -102,8 +102,10 @@ class PipelineExecutor:
         self.transport = Transport(self.rank, group, self.inst.num_stages, timeout_s, self.device)
         self.params = {s: [p for p in m.parameters() if p.requires_grad] for s, m in self.stages.items()}
         self._shapes: dict[Key, tuple[torch.Size, torch.dtype]] = {}  # activation shapes, agreed on step 1
+        self.steps_done = 0
         self.last_step_s = 0.0
         self.last_busy_s = 0.0  # time spent in this rank's compute ops during the last step
+        self.last_op_s: dict[OpId, float] = {}  # compute time of each of this rank's ops in the last step
 
     # ------------------------------------------------------------------ step
     def step(self, inputs: torch.Tensor | None = None, targets: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -115,7 +117,7 @@ class PipelineExecutor:
         x_mbs = self._split(inputs, "inputs", 0) if 0 in self.stages else None
         y_mbs = self._split(targets, "targets", self.last) if self.last in self.stages else None
         scales = self._scales(x_mbs if x_mbs is not None else y_mbs, m)
-        first_step = not self._shapes and any(isinstance(i, (Send, PostRecv)) for i in self.plan)
+        first_step = self.steps_done == 0  # every rank sends shape headers on its first step only
 
         stage_in: dict[Key, torch.Tensor] = {}  # F's input (leaf needing grad when it comes from a stage)
         stage_out: dict[Key, torch.Tensor] = {}  # F's output, or the scaled loss on the last stage
@@ -126,6 +128,7 @@ class PipelineExecutor:
         sends: list[Pending] = []
         loss_total: torch.Tensor | None = None
         busy = 0.0
+        op_s: dict[OpId, float] = {}
         t_step = time.perf_counter()
 
         for instr in self.plan:
@@ -154,10 +157,14 @@ class PipelineExecutor:
             op = instr.op
             s, i = op.stage, op.microbatch
             key = (s, i)
-            t0 = time.perf_counter()
             try:
+                # wait for this op's remote input first: waiting is not compute (busy time)
                 if op.kind == "F":
                     x = self._forward_input(op, x_mbs, stage_in, stage_out, recvs)
+                elif op.kind == "B":
+                    g = None if s == self.last else self._output_grad(op, out_grad, recvs)
+                t0 = time.perf_counter()
+                if op.kind == "F":
                     stage_in[key] = x
                     y = self.stages[s](x)
                     if s == self.last:
@@ -166,15 +173,15 @@ class PipelineExecutor:
                         loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
                     else:
                         stage_out[key] = y
+                    del x, y
                 elif op.kind == "B":
                     y = stage_out.pop(key)
-                    g = None if s == self.last else self._output_grad(op, out_grad, recvs)
                     x = stage_in.pop(key)
                     if self.split:
                         (gx,), w_jobs[key] = backward_input([y], [g], [x], self.params[s])
                     else:
                         (gx,) = backward_full([y], [g], [x])
-                    del y, g
+                    del x, y, g
                     if s > 0:
                         if s - 1 in self.stages:
                             out_grad[(s - 1, i)] = gx
@@ -186,7 +193,8 @@ class PipelineExecutor:
                 raise
             except Exception as e:
                 raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
-            busy += time.perf_counter() - t0
+            op_s[op] = time.perf_counter() - t0
+            busy += op_s[op]
 
         for p in sends:
             self.transport.wait(p, "end of step")
@@ -196,6 +204,8 @@ class PipelineExecutor:
                                 "the schedule does not cover every op of this rank")
         self.last_step_s = time.perf_counter() - t_step
         self.last_busy_s = busy
+        self.last_op_s = op_s
+        self.steps_done += 1
         return loss_total
 
     # ------------------------------------------------------------------ helpers
@@ -235,10 +245,10 @@ class PipelineExecutor:
 
     def _post_recv(self, msg: Message, stage_out: dict[Key, torch.Tensor], first_step: bool) -> Pending:
         i = msg.op.microbatch
-        if msg.direction == "grad":  # same shape as the activation this rank produced
-            y = stage_out[(msg.consumer.stage, i)]
-            return self.transport.irecv(msg, y.shape, y.dtype)
         key = (msg.consumer.stage, i)
+        if msg.direction == "grad":  # same shape as the activation this rank produced
+            y = stage_out[key]
+            return self.transport.irecv(msg, y.shape, y.dtype)
         if first_step:
             self._shapes[key] = self.transport.recv_header(msg, f"posting the receive for {msg.consumer}")
         shape, dtype = self._shapes[key]
