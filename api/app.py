@@ -21,7 +21,7 @@ from pipesched import __version__
 
 from . import page
 from .bodies import validation_error_response
-from .cache import Cache
+from .cache import BodyMemo, Cache
 from .jobs import JobManager, ProcessRunner
 from .metrics import Metrics
 from .models import SolveRequest
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cache = Cache(store, settings.memo_entries, settings.memo_ttl_s)
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
-        app.state.service = Service(settings, store, cache, metrics, manager)
+        app.state.service = Service(settings, store, cache, metrics, manager, BodyMemo(settings.memo_entries))
         try:
             yield
         finally:

@@ -34,6 +34,40 @@ def split_schedule(schedule_json: str) -> str:
     return schedule_json[schedule_json.index(_AFTER_PROBLEM):]
 
 
+@dataclass(frozen=True)
+class Accepted:
+    """A solve request that passed validation, the caps and the method check."""
+
+    key: str
+    method: str
+    problem_json: str  # the problem as the caller wrote it, dumped by the model
+    time_limit_s: float
+    wait_s: float
+
+
+class BodyMemo:
+    """Request bodies already accepted, by their exact bytes (small bodies only, LRU).
+
+    Trainers re-send byte-identical requests; for those the validation and canonical key are
+    already known. Settings and methods are fixed for the life of the process, so the same bytes
+    always get the same answer.
+    """
+
+    def __init__(self, size: int = 4096, max_body: int = 16 * 1024) -> None:
+        self.size, self.max_body = size, max_body
+        self._items: OrderedDict[bytes, Accepted] = OrderedDict()
+
+    def get(self, body: bytes) -> Accepted | None:
+        return self._items.get(body)
+
+    def put(self, body: bytes, accepted: Accepted) -> Accepted:
+        if len(body) <= self.max_body:
+            self._items[body] = accepted
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return accepted
+
+
 class Cache:
     def __init__(self, store: Store, size: int = 4096, ttl_s: float = 5.0) -> None:
         self.store = store

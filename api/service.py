@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cache import Cache
+from .cache import BodyMemo, Cache
 from .jobs import JobManager
 from .metrics import Metrics
 from .settings import Settings
@@ -18,3 +18,4 @@ class Service:
     cache: Cache
     metrics: Metrics
     jobs: JobManager
+    accepted: BodyMemo

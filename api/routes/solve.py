@@ -25,6 +25,7 @@ from pipesched.solver.errors import NotApplicableError
 from pipesched.solver.registry import get_method
 
 from ..bodies import failed_job_response, solve_response, validation_error_response
+from ..cache import Accepted
 from ..deps import token_refusal
 from ..jobs import Overloaded
 from ..models import ErrorBody, JobAccepted, SolveRequest, SolveResponse, ValidationErrorBody
@@ -56,23 +57,21 @@ async def solve(request: Request) -> Response:
     refused = token_refusal(svc.settings.token, request.headers.get("authorization"))
     if refused is not None:
         return refused
-    try:
-        req = SolveRequest.model_validate_json(await request.body())
-    except ValidationError as e:
-        return validation_error_response(e.errors(), ("body",))
-    settings = svc.settings
-    time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
-    refused = _over_caps(req, time_limit_s, settings) or _method_error(req)
-    if refused is not None:
-        return refused
-    key = problem_key(req.problem)
-    problem_json = req.problem.model_dump_json()
-    hit = svc.cache.get(key, req.method)
+    body = await request.body()
+    accepted = svc.accepted.get(body)  # a body seen before skips validation and canonicalisation
+    if accepted is None:
+        checked = _accept(body, svc.settings)
+        if isinstance(checked, JSONResponse):
+            return checked
+        accepted = svc.accepted.put(body, checked)
+    key, method, problem_json = accepted.key, accepted.method, accepted.problem_json
+    time_limit_s = accepted.time_limit_s
+    hit = svc.cache.get(key, method)
     if hit is not None and hit.entry.satisfies(time_limit_s):
         svc.metrics.cache_hits += 1
         return solve_response(key, True, hit, problem_json)
     hint = hit
-    if req.method == "auto":
+    if method == "auto":
         best = svc.cache.best(key)
         if best is not None and best.entry.status == "optimal":
             svc.metrics.cache_hits += 1
@@ -81,19 +80,33 @@ async def solve(request: Request) -> Response:
             hint = best
     svc.metrics.cache_misses += 1
     try:
-        job, _shared = svc.jobs.submit(key, req.method, problem_json, time_limit_s, hint)
+        job, _shared = svc.jobs.submit(key, method, problem_json, time_limit_s, hint)
     except Overloaded as e:
         return JSONResponse({"detail": str(e), "cap": e.cap, "limit": e.limit}, status_code=429,
                             headers={"Retry-After": "1"})
-    wait_s = min(req.wait_s if req.wait_s is not None else settings.default_wait_s, settings.max_wait_s)
     try:
-        await asyncio.wait_for(job.done.wait(), wait_s)
+        await asyncio.wait_for(job.done.wait(), accepted.wait_s)
     except TimeoutError:
         return JSONResponse({"job": job.id, "key": key, "state": job.state}, status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})
     if job.state == "done" and job.hit is not None:
         return solve_response(key, False, job.hit, problem_json)
     return failed_job_response(job)
+
+
+def _accept(body: bytes, settings: Settings) -> Accepted | JSONResponse:
+    """Parse and check a request body: the request to act on, or the 422 saying what is wrong."""
+    try:
+        req = SolveRequest.model_validate_json(body)
+    except ValidationError as e:
+        return validation_error_response(e.errors(), ("body",))
+    time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
+    refused = _over_caps(req, time_limit_s, settings) or _method_error(req)
+    if refused is not None:
+        return refused
+    wait_s = min(req.wait_s if req.wait_s is not None else settings.default_wait_s, settings.max_wait_s)
+    return Accepted(key=problem_key(req.problem), method=req.method, problem_json=req.problem.model_dump_json(),
+                    time_limit_s=time_limit_s, wait_s=wait_s)
 
 
 def _better(a: float | None, b: float | None) -> bool:
