@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from pipesched.solver.io import InputError
 
 
 def register(sub: Any) -> None:
@@ -43,10 +46,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .app import create_app
     from .settings import Settings
+    from .store import Store
 
     overrides = {k: v for k, v in {"host": args.host, "port": args.port, "db": args.db, "token": args.token}.items()
                  if v is not None}
     settings = Settings(**overrides)
+    try:  # fail with one line now rather than a traceback from inside uvicorn's startup
+        Store(settings.db, settings.table_prefix).close()
+    except Exception as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"--db {settings.db}: cannot open the store: {reason}") from None
     store_hint = settings.db.split("@")[-1] if "@" in settings.db else settings.db
     print(f"pipesched: serving on http://{settings.host}:{settings.port} (store {store_hint})", flush=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
@@ -57,5 +66,9 @@ def _serve(args: argparse.Namespace) -> int:
 def _batch(args: argparse.Namespace) -> int:
     from .batch import run_batch
 
+    if not Path(args.problems).exists():
+        raise InputError(f"{args.problems}: no such file or folder")
+    if args.jobs < 1:
+        raise InputError(f"--jobs must be >= 1 (got {args.jobs})")
     return run_batch(args.problems, args.out, jobs=args.jobs, method=args.method, time_limit_s=args.time_limit,
                      server=args.server, token=args.token)

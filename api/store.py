@@ -94,7 +94,7 @@ class Store:
         elif self.dialect == "postgresql":
             self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
         else:
-            raise ValueError(f"--db {url!r}: only sqlite:/// and postgresql:// URLs are supported")
+            raise ValueError(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://user@host/db")
         self.metadata = MetaData()
         self.table = Table(
             f"{table_prefix}entries",
