@@ -41,6 +41,8 @@ SMALL_CASES: dict[str, dict] = {
                                 memory={"limit": 3}),
     "uneven-memory": dict(devices=3, microbatches=3, memory={"forward": [2, 1, 3], "backward_input": [-1, 0, -1],
                                                              "backward_weight": [-1, -1, -2], "limit": 4}),
+    "zero-length-ops": dict(devices=3, microbatches=3, objective="stage_span", memory={"limit": 2},
+                            costs={"forward": [1, 0, 1], "backward_input": [0, 1, 1], "backward_weight": 0}),
 }
 
 #: Tiny enough for brute force.
@@ -55,6 +57,9 @@ TINY_CASES: dict[str, dict] = {
     "loop-v2": dict(devices=2, microbatches=1, stages_per_device=2, costs=UNEVEN4),
     "v-shape-span": dict(devices=2, microbatches=2, stages_per_device=2, placement="v", split_backward=False,
                          objective="stage_span"),
+    "zero-length-ops": dict(devices=2, microbatches=3, objective="stage_span",
+                            costs={"forward": 1, "backward_input": 0, "backward_weight": 0},
+                            memory={"forward": 1, "backward_input": -0.5, "backward_weight": -0.5, "limit": 1.5}),
 }
 
 TOL = 1e-6
