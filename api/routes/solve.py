@@ -8,7 +8,9 @@ Which cache entry answers a request (the key is the problem alone; the method pi
   at once, and an ``auto`` solve is warm-started from the best schedule any method has found;
 - an entry that is final (optimal or infeasible) or was given at least ``time_limit_s`` is
   served as is; otherwise the request solves again with the larger budget, warm-started from
-  the entry, and the store keeps whichever schedule is better.
+  the entry, and the store keeps whichever schedule is better;
+- a request that arrives while a solve of the same (key, method) runs joins that solve, whatever
+  its own ``time_limit_s`` (it can ask again with the larger budget once the entry exists).
 """
 
 from __future__ import annotations
