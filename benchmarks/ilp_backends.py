@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipesched.solver import Instance, Problem, SolveOptions, ilp, solve
+from pipesched.solver import Instance, Problem, SolveOptions, ilp, ilp_backends, solve
 from pipesched.solver.metrics import objective_value
 
 UNEVEN3 = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--cpsat", action="store_true", help="add a CP-SAT column")
     args = parser.parse_args()
     runs: list[tuple[str, str, str | None]] = [("ilp cbc", "ilp", "cbc")]
-    if ilp.highs_available():
+    if ilp_backends.highs_available():
         runs.append(("ilp highs", "ilp", "highs"))
     if args.cpsat:
         runs.append(("cpsat", "cpsat", None))

@@ -11,7 +11,18 @@ import sys
 
 import pytest
 
-from pipesched.solver import Instance, OpId, Problem, Schedule, SolveOptions, finalize, ilp, solve
+from pipesched.solver import (
+    Instance,
+    OpId,
+    Problem,
+    Schedule,
+    SolveOptions,
+    finalize,
+    ilp,
+    ilp_backends,
+    ilp_model,
+    solve,
+)
 from pipesched.solver.exact_times import best_times
 from pipesched.solver.metrics import objective_value, peak_memory
 
@@ -121,14 +132,14 @@ def test_the_model_alone_finds_the_optimum_without_a_warm_start(case: str) -> No
     horizon = ilp.fallback_horizon(inst)
     if inst.objective == "stage_span":
         horizon *= 2
-    model = ilp.build_model(inst, horizon, ilp.analytic_lower_bound(inst), horizon)
-    result = ilp.run_cbc(model, 60, warm=False)
+    model = ilp_model.build_model(inst, horizon, ilp.analytic_lower_bound(inst), horizon)
+    result = ilp_backends.run_cbc(model, 60, warm=False)
     assert result.status == "optimal"
-    order = ilp.order_from_solution(model, lambda name: result.values.get(name, 0.0))
+    order = ilp_model.order_from_solution(model, lambda name: result.values.get(name, 0.0))
     assert objective_value(inst, best_times(inst, order)) == pytest.approx(_ilp(case).objective_value, abs=TOL)
 
 
-@pytest.mark.skipif(not ilp.highs_available(), reason="highspy is not installed (pip install 'pipesched[highs]')")
+@pytest.mark.skipif(not ilp_backends.highs_available(), reason="highspy is not installed (pip install 'pipesched[highs]')")
 @pytest.mark.parametrize("case", ["limit-per-device-span", "v-shape-fused-limit"])
 def test_highs_backend_proves_the_same_optimum_in_a_subprocess(case: str) -> None:
     schedule = solve(Problem(**SMALL_CASES[case]), "ilp", SolveOptions(time_limit_s=60, backend="highs"))
@@ -137,7 +148,7 @@ def test_highs_backend_proves_the_same_optimum_in_a_subprocess(case: str) -> Non
     assert "highspy" not in sys.modules  # it would break OR-Tools in this process
 
 
-@pytest.mark.skipif(not ilp.highs_available(), reason="only meaningful when highspy is installed")
+@pytest.mark.skipif(not ilp_backends.highs_available(), reason="only meaningful when highspy is installed")
 def test_importing_the_ilp_module_keeps_ortools_importable() -> None:
     code = "import pipesched.solver.ilp; from ortools.sat.python import cp_model; print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -154,10 +165,10 @@ def test_cbc_stopped_by_the_time_limit_is_reported_feasible_not_optimal() -> Non
     warm = ilp.warm_start(problem, inst, SolveOptions())
     assert warm is not None
     upper = objective_value(inst, warm)
-    model = ilp.build_model(inst, 2 * upper + 1e-6, ilp.analytic_lower_bound(inst), upper + 1e-6)
-    ilp.set_warm_start(model, warm)
-    result = ilp.run_cbc(model, 0.5, warm=True)
-    assert ilp.pulp.LpStatus[model.prob.status] == "Optimal"  # what PuLP says: the trap
+    model = ilp_model.build_model(inst, 2 * upper + 1e-6, ilp.analytic_lower_bound(inst), upper + 1e-6)
+    ilp_model.set_warm_start(model, warm)
+    result = ilp_backends.run_cbc(model, 0.5, warm=True)
+    assert ilp_model.pulp.LpStatus[model.prob.status] == "Optimal"  # what PuLP says: the trap
     assert result.status == "feasible"
     assert result.bound is not None and result.bound < result.objective
 
@@ -187,10 +198,10 @@ def test_microbatch_relabelling_keeps_any_schedule_valid_with_the_same_figures()
         problem = Problem(**{**kwargs, "memory": {**kwargs.get("memory", {}), "limit": None}})
         inst = Instance.from_problem(problem)
         times = best_times(inst, _random_order(inst, rng))
-        relabelled = ilp.canonical_times(inst, times)
+        relabelled = ilp_model.canonical_times(inst, times)
         schedule = finalize(problem, "test", relabelled, inst=inst)  # validates
         assert schedule.objective_value == pytest.approx(objective_value(inst, times), abs=1e-9)
-        assert schedule.peak_memory == pytest.approx(peak_memory(inst, ilp.order_of(inst, times)), abs=1e-9)
+        assert schedule.peak_memory == pytest.approx(peak_memory(inst, ilp_model.order_of(inst, times)), abs=1e-9)
         for (kind, stage, i), t in relabelled.items():
             if i:
                 assert t >= relabelled[OpId(kind, stage, i - 1)]
@@ -198,10 +209,10 @@ def test_microbatch_relabelling_keeps_any_schedule_valid_with_the_same_figures()
 
 def _fixed_order_lp(inst: Instance, order: list[list[OpId]]) -> float:
     """min stage_span for a fixed order, as a plain LP (independent of exact_times)."""
-    pulp = ilp.pulp
+    pulp = ilp_model.pulp
     prob = pulp.LpProblem("fixed", pulp.LpMinimize)
-    x = {op: ilp._var(prob, f"x{k}", 0) for k, op in enumerate(inst.ops())}
-    z = ilp._var(prob, "z")
+    x = {op: ilp_model.new_var(prob, f"x{k}", 0) for k, op in enumerate(inst.ops())}
+    z = ilp_model.new_var(prob, "z")
     prob += z
     for op in inst.ops():
         for pred, lag in inst.predecessors(op):
@@ -210,7 +221,7 @@ def _fixed_order_lp(inst: Instance, order: list[list[OpId]]) -> float:
         for a, b in zip(ops, ops[1:], strict=False):
             prob += x[b] >= x[a] + inst.cost(a)
         prob += z >= x[ops[-1]] + inst.cost(ops[-1]) - x[ops[0]]
-    prob.solve(ilp._cbc(msg=False))
+    prob.solve(ilp_backends.cbc_solver(msg=False))
     return pulp.value(z)
 
 
