@@ -7,6 +7,7 @@ per resource (solve, jobs, schedules, ops, page); handlers reach the shared stat
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipesched import __version__
+from pipesched.solver.registry import methods
 
 from . import page
 from .bodies import validation_error_response
@@ -42,9 +44,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
         app.state.service = Service(settings, store, cache, metrics, manager, BodyMemo(settings.memo_entries))
+        # Import the solver modules (OR-Tools, PuLP: seconds) off the event loop now, not inside
+        # the first request's method check.
+        warm = asyncio.create_task(asyncio.to_thread(methods))
         try:
             yield
         finally:
+            warm.cancel()
             await manager.close()
             store.close()
 
