@@ -7,8 +7,8 @@ gradients, so W must start from what B already computed rather than from the los
 How: in the stage's autograd graph, the *input path* ``P`` is every node from which a stage
 input is reachable; B runs exactly those nodes (``autograd.grad`` w.r.t. the inputs, keeping the
 graph). A parameter's gradient leaves ``P`` at *frontier* nodes (nodes of ``P``, or roots, with an
-edge towards the parameter that avoids ``P``). B records the gradients arriving at each frontier
-node (a node pre-hook), and W replays only the frontier nodes with those gradients, restricted to
+edge towards the parameter that avoids ``P``). B also asks for the gradient arriving at each
+frontier node (``GradientEdge`` inputs of the same engine run), and W replays only the frontier nodes with those gradients, restricted to
 the parameters (``autograd.backward(edges, grads, inputs=params)``), so the engine skips the input
 path. Frontier nodes that share parameters are replayed together, each clamped to its recorded
 gradient so nothing flowing between them is counted twice.
@@ -170,21 +170,20 @@ def backward_input(
             prev[e.output_nr] = g if prev[e.output_nr] is None else prev[e.output_nr] + g
             recorded[e.node] = tuple(prev)
 
-    def recorder(node: Node):
-        def hook(grads: tuple[torch.Tensor | None, ...]) -> None:
-            recorded[node] = tuple(grads)
-        return hook
-
-    handles = [n.register_prehook(recorder(n)) for g in groups for n in g.nodes if n in on_input_path]
-    try:
-        if grad_inputs:
-            got = torch.autograd.grad([t for t, _ in outs], grad_inputs, [g for _, g in outs],
-                                      retain_graph=True, allow_unused=True)
-        else:
-            got = ()
-    finally:
-        for h in handles:
-            h.remove()
+    # B: one engine run for the input gradients that also captures what arrives at each frontier
+    # node (a GradientEdge input: the gradient of that node's k-th forward output)
+    frontier = [n for g in groups for n in g.nodes if n in on_input_path]
+    slots = [(n, k) for n in frontier for k in range(len(n._input_metadata))]
+    if grad_inputs:
+        got = torch.autograd.grad([t for t, _ in outs], [*grad_inputs, *(GradientEdge(n, k) for n, k in slots)],
+                                  [g for _, g in outs], retain_graph=True, allow_unused=True)
+    else:
+        got = ()
+    captured: dict[Node, list[torch.Tensor | None]] = {n: [None] * len(n._input_metadata) for n in frontier}
+    for (n, k), grad in zip(slots, got[len(grad_inputs):], strict=True):
+        captured[n][k] = grad
+    recorded.update({n: tuple(v) for n, v in captured.items()})
+    got = got[:len(grad_inputs)]
     by_id = {id(x): gx for x, gx in zip(grad_inputs, got, strict=True)}
     for g in groups:
         g.grads = {n: recorded[n] for n in g.nodes if n in recorded}
