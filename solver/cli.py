@@ -1,0 +1,148 @@
+"""``pipesched solve | methods | validate | render``: the solver's sub-commands.
+
+Exit codes: 0 a schedule (optimal or feasible) / a valid schedule; 1 no schedule (infeasible,
+timeout) / an invalid schedule; 2 bad input, raised as :class:`InputError` or
+:class:`NotApplicableError` and turned into one line by :mod:`pipesched.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .io import InputError, dump_json, load_problem, load_schedule
+from .problem import Problem
+from .registry import SolveOptions, methods, solve
+from .render import render_svg
+from .schedule import Schedule
+from .validate import validate
+
+EXIT_OK = 0
+EXIT_NO_SCHEDULE = 1
+
+
+def default_method() -> str:
+    """``auto`` when a solver registers it, else the memory-aware ``greedy``, else ``gpipe``."""
+    names = {m.name for m in methods()}
+    for name in ("auto", "greedy", "gpipe"):
+        if name in names:
+            return name
+    return sorted(names)[0]
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.6g}"
+
+
+def summary(schedule: Schedule) -> str:
+    """A few human lines about a schedule (what ``solve`` prints on stderr)."""
+    s = schedule
+    lines = [f"method {s.method} · status {s.status} · objective {s.problem.objective}"]
+    if not s.ops:
+        lines.append(f"no schedule: {s.reason or 'no reason given'}")
+        if s.lower_bound is not None:
+            lines.append(f"lower bound {_num(s.lower_bound)}")
+    else:
+        gap = "–" if s.gap is None else f"{s.gap:.1%}"
+        bubble = "–" if s.bubble_ratio is None else f"{s.bubble_ratio:.1%}"
+        lines.append(
+            f"makespan {_num(s.makespan)} · objective {_num(s.objective_value)} · "
+            f"lower bound {_num(s.lower_bound)} · gap {gap} · bubble {bubble}"
+        )
+        lines.append("peak memory per device: " + " ".join(_num(x) for x in s.peak_memory))
+    lines.append(f"solve time {s.solve_time_s:.3f} s")
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    problem = load_problem(args.problem)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
+    options = SolveOptions() if args.time_limit is None else SolveOptions(time_limit_s=args.time_limit)
+    schedule = solve(problem, args.method or default_method(), options)
+    text = dump_json(schedule)
+    if args.output:
+        _write(args.output, text)
+    else:
+        sys.stdout.write(text)
+    if args.svg:
+        _write(args.svg, render_svg(schedule))
+    print(summary(schedule), file=sys.stderr)
+    return EXIT_OK if schedule.ops else EXIT_NO_SCHEDULE
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    rows = [(m.name, m.summary) for m in methods()]
+    width = max((len(n) for n, _ in rows), default=6)
+    print(f"{'method':<{width}}  when it applies")
+    for name, text in rows:
+        print(f"{name:<{width}}  {text}")
+    print(f"\ndefault for `solve`: {default_method()}")
+    return EXIT_OK
+
+
+def problem_differences(expected: Problem, got: Problem) -> list[str]:
+    """Top-level fields where the schedule's problem differs from the given one."""
+    a, b = expected.model_dump(), got.model_dump()
+    return [f"{k}: {b[k]!r} in the schedule, {a[k]!r} in the problem" for k in a if a[k] != b[k]]
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    problem = load_problem(args.problem)
+    schedule = load_schedule(args.schedule)
+    diffs = problem_differences(problem, schedule.problem)
+    if diffs:
+        print(f"invalid: {args.schedule} was made for a different problem than {args.problem}")
+        for d in diffs:
+            print(f"  {d}")
+        return EXIT_NO_SCHEDULE
+    errors = validate(schedule, limit=sys.maxsize)
+    if errors:
+        print(f"invalid: {len(errors)} violation{'s' if len(errors) != 1 else ''}")
+        for e in errors:
+            print(f"  {e}")
+        return EXIT_NO_SCHEDULE
+    print(f"valid ({schedule.status}, {len(schedule.ops)} ops, objective {_num(schedule.objective_value)})")
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    schedule = load_schedule(args.schedule)
+    svg = render_svg(schedule)
+    if args.output == "-":
+        sys.stdout.write(svg)
+    else:
+        _write(args.output, svg)
+    return EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add solve, methods, validate and render to the ``pipesched`` command."""
+    p = subparsers.add_parser("solve", help="schedule a problem and print the schedule JSON")
+    p.add_argument("problem", help="problem JSON file (a schedule file works too: its problem is used)")
+    p.add_argument("--method", "-m", default=None, help="method name (see `pipesched methods`); default auto")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.json", help="write the schedule here, not stdout")
+    p.add_argument("--svg", default=None, metavar="GANTT.svg", help="also write a Gantt chart")
+    p.set_defaults(handler=cmd_solve)
+
+    p = subparsers.add_parser("methods", help="list the scheduling methods and when each applies")
+    p.set_defaults(handler=cmd_methods)
+
+    p = subparsers.add_parser("validate", help="check a schedule against a problem; list every violation")
+    p.add_argument("problem", help="problem JSON file")
+    p.add_argument("schedule", help="schedule JSON file")
+    p.set_defaults(handler=cmd_validate)
+
+    p = subparsers.add_parser("render", help="draw a schedule as an SVG Gantt chart")
+    p.add_argument("schedule", help="schedule JSON file")
+    p.add_argument("-o", "--output", default="-", metavar="GANTT.svg", help="output file (default stdout)")
+    p.set_defaults(handler=cmd_render)
