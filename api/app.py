@@ -24,10 +24,11 @@ from pipesched.solver.registry import methods
 from . import page
 from .bodies import validation_error_response
 from .cache import BodyMemo, Cache
-from .jobs import JobManager, ProcessRunner
+from .jobs import JobManager
 from .metrics import Metrics
 from .models import SolveRequest
 from .routes import jobs, ops, schedules, solve
+from .runner import ProcessRunner
 from .service import Service
 from .settings import Settings
 from .store import Store

@@ -168,7 +168,7 @@ def _solver(server: str | None, token: str | None, method: str, time_limit_s: fl
 
         return remote
 
-    from .jobs import ProcessRunner
+    from .runner import ProcessRunner
 
     runner = ProcessRunner(kill_grace_s=max(5.0, time_limit_s))
 

@@ -9,24 +9,20 @@ beyond that :class:`Overloaded` (HTTP 429) tells the caller which cap it hit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import multiprocessing as mp
-import threading
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import worker
 from .cache import Cache, Hit
 from .metrics import Metrics
+from .runner import Outcome, ProcessRunner
 from .settings import Settings
 from .store import Entry
 
 JobState = Literal["queued", "running", "done", "failed"]
-Outcome = Literal["ok", "not_applicable", "error", "killed", "crashed"]
 
 
 class Overloaded(Exception):
@@ -52,59 +48,6 @@ class Job:
     error: str | None = None
     hit: Hit | None = None  # the stored entry once done
     done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class ProcessRunner:
-    """Runs one solve per process (forked from a warm forkserver) and kills it at its deadline."""
-
-    def __init__(self, kill_grace_s: float, solver_workers: int = 1) -> None:
-        self.kill_grace_s = kill_grace_s
-        self.solver_workers = solver_workers
-        self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["pipesched.api.worker_warm"])
-        self._live: set[mp.process.BaseProcess] = set()
-        self._lock = threading.Lock()
-
-    def run(self, problem_json: str, method: str, time_limit_s: float, hint_json: str | None) -> tuple[Outcome, str]:
-        """Blocking: ``(outcome, schedule JSON or error message)``. Call from a thread."""
-        receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(
-            target=worker.run_solve,
-            args=(sender, problem_json, method, time_limit_s, hint_json, self.solver_workers),
-            daemon=True,
-        )
-        with self._lock:
-            self._live.add(proc)
-        deadline = time_limit_s + self.kill_grace_s
-        try:
-            proc.start()
-            sender.close()
-            if receiver.poll(deadline):
-                try:
-                    outcome, payload = receiver.recv()
-                except EOFError:
-                    proc.join(1.0)
-                    return "crashed", f"the solver process died (exit code {proc.exitcode}) before answering"
-                return outcome, payload
-            return "killed", (
-                f"the solver overran its hard wall-clock limit of {deadline:g} s "
-                f"(time_limit_s {time_limit_s:g} + grace {self.kill_grace_s:g}) and was killed"
-            )
-        finally:
-            receiver.close()
-            proc.join(2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-            with self._lock:
-                self._live.discard(proc)
-
-    def kill_all(self) -> None:
-        with self._lock:
-            procs = list(self._live)
-        for proc in procs:
-            with contextlib.suppress(Exception):
-                proc.kill()
 
 
 class JobManager:

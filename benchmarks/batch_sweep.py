@@ -5,6 +5,8 @@ some memory limits). Times the whole command (process start, every solve in its 
 process, files and summary written), then the resumed re-run that finds everything solved.
 
     python benchmarks/batch_sweep.py [--method greedy] [--jobs 2] [--count 200] [--time-limit 5]
+
+Writes results/batch_sweep.md (greedy) or results/batch_sweep_<method>.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "batch_sweep.md"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def sweep(count: int, seed: int = 7) -> list[dict]:
@@ -90,8 +92,9 @@ def main() -> int:
     ]
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "batch_sweep.md" if args.method == "greedy" else f"batch_sweep_{args.method}.md"
+    (RESULTS / name).write_text(text)
     return 0
 
 
