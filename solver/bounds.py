@@ -1,17 +1,170 @@
 """Analytic lower bounds on the objective, valid for every schedule of a problem.
 
-Makespan: each device must do all its work, cannot start before the first of its forwards can
-arrive (the ramp-up ``head``), and when backward is fused its last op is a B of its lowest stage,
-after which the rest of that microbatch's backward chain must still run elsewhere (``tail``).
-One microbatch's full dependency chain is a bound too.
+Every bound here is a *relaxation*: it keeps only some of the rules (one device's no-overlap,
+one microbatch's dependency chain) and drops the rest (other devices' capacity, memory limits),
+so it can never exceed a true optimum. ``tests/solver/test_bounds.py`` checks that against
+brute force on tiny problems.
 
-Stage span: a device's span holds all its work, and the round trip of the microbatch it starts
-with: from that F on its stage through the rest of the model and back to that stage's B (and W).
+The dependency graph of one microbatch is a single chain ``F(0) → … → F(S-1) → B(S-1) → … →
+B(0)`` with ``W(s)`` hanging off ``B(s)``. So for any op "class" ``X = (kind, stage)``:
+
+- ``head(X)``: earliest start of ``X`` for any microbatch, the chain before it with comm;
+- ``tail(X)``: least time that must pass after ``X`` ends until its microbatch's last op ends;
+- distances between two classes of the same microbatch are differences of chain times.
+
+**One-machine subset bound (Carlier).** Take any set ``J`` of ops on one device. None starts
+before ``min_J head``, they run one at a time (``sum_J p``), and after the last one ends at
+least ``min_J tail`` must still pass, so ``makespan >= min_J head + sum_J p + min_J tail``.
+All ``m`` ops of a class share head, duration and tail, so it suffices to try
+``J = {classes of the device with head >= a and tail >= b}`` for every head value ``a`` and tail
+value ``b`` (the maximum over all subsets is reached at such a set). ``J`` = the last device's
+ops gives ``(p-1)F + m(F+B+W)`` for uniform costs; ``J`` = the F ops of stage 0 gives
+``m·F(0) +`` the rest of the last microbatch's chain (a device's last op and drain).
+
+**Stage span.** Let ``t0`` be the first start on device ``d``: it is an ``F`` of the lowest stage
+``s_d`` on ``d`` (every op of a microbatch on ``d`` descends from its ``F(s_d)``). So an op ``X`` of
+``d`` starts no earlier than ``t0 + head(X) - head(F(s_d))`` (the ramp of the microbatch it starts
+with), and the device's last end is no earlier than ``end(X) + `` the chain from ``X`` to the last
+op of the same microbatch *on ``d``*. The same subset bound with these relative heads and tails
+bounds ``d``'s span; e.g. ``J = {B, W of d}`` forces the round trip ``F + (forward and backward
+through the later stages) + m(B+W)``. Since ``makespan >= first start on d + span of d``,
+``head(F(s_d)) + span bound of d`` bounds the makespan too.
 """
 
 from __future__ import annotations
 
-from .instance import Instance
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .instance import Instance, OpId
+
+
+@dataclass(frozen=True)
+class OpClass:
+    """All ``m`` ops of one (kind, stage): same device, duration, head and tail."""
+
+    op: OpId  # microbatch 0 stands for the class
+    duration: float
+    head: float  # earliest start from time 0 along the microbatch's chain
+    tail: float  # least time from its end to the end of its microbatch's last op
+
+
+def op_classes(inst: Instance) -> list[OpClass]:
+    """Heads and tails of every class, from the one dependency chain of a microbatch."""
+    S = inst.num_stages
+    chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
+    head: dict[OpId, float] = {}
+    t = 0.0
+    for k, op in enumerate(chain):
+        if k > 0:
+            prev = chain[k - 1]
+            t += inst.cost(prev) + (inst.link(prev.stage, op.stage) if prev.kind == op.kind else 0.0)
+        head[op] = t
+    if inst.split_backward:
+        for s in range(S):
+            head[OpId("W", s, 0)] = head[OpId("B", s, 0)] + inst.duration["B"][s]
+    end = {op: head[op] + inst.cost(op) for op in head}
+    # tail: latest end among the op's descendants (the chain after it and the Ws hanging off it)
+    tail: dict[OpId, float] = {}
+    latest = float("-inf")
+    for op in reversed(chain):
+        tail[op] = max(latest, end[op]) - end[op]
+        latest = max(latest, end[op])
+        if inst.split_backward and op.kind == "B":
+            latest = max(latest, end[OpId("W", op.stage, 0)])
+            tail[op] = latest - end[op]
+    for s in range(S) if inst.split_backward else ():
+        tail[OpId("W", s, 0)] = 0.0
+    return [OpClass(op, inst.cost(op), head[op], tail[op]) for op in head]
+
+
+def subset_bound(jobs: Sequence[tuple[float, float, float]]) -> float:
+    """``max_J min_J head + sum_J work + min_J tail`` over (head, work, tail) jobs on one machine.
+
+    The maximum is reached at ``J = {head >= a, tail >= b}`` for some job heads ``a`` and tails ``b``.
+    """
+    best = 0.0
+    for a in {h for h, _, _ in jobs}:
+        chosen = sorted(((q, w) for h, w, q in jobs if h >= a), reverse=True)
+        total = 0.0
+        for q, w in chosen:  # tails descending: the set {tail >= q}
+            total += w
+            best = max(best, a + total + q)
+    return best
+
+
+def _device_classes(inst: Instance) -> list[list[OpClass]]:
+    out: list[list[OpClass]] = [[] for _ in range(inst.devices)]
+    for c in op_classes(inst):
+        out[inst.device(c.op)].append(c)
+    return out
+
+
+def _relative_jobs(inst: Instance, classes: list[OpClass]) -> list[tuple[float, float, float]]:
+    """(head, work, tail) of a device's classes relative to its own first start and last end.
+
+    Relative head: ``head(X) - head(F(s_d))``. Relative tail: the latest end among ``X``'s
+    descendants on the same device, minus ``X``'s own end along the chain (0 if none).
+    """
+    first = min(c.head for c in classes)  # F of the device's lowest stage
+    chain_end = {c.op: c.head + c.duration for c in classes}
+
+    def descends(z: OpId, x: OpId) -> bool:
+        """Is ``z`` a later op of the same microbatch than ``x`` (same device assumed)?"""
+        if z == x or x.kind == "W":
+            return False
+        pos = {"F": lambda s: s, "B": lambda s: 2 * inst.num_stages - 1 - s}
+        if z.kind == "W":
+            return x.kind == "F" or (x.kind == "B" and x.stage > z.stage) or (x == OpId("B", z.stage, 0))
+        return pos[z.kind](z.stage) > pos[x.kind](x.stage)
+
+    jobs = []
+    for c in classes:
+        later = [chain_end[z.op] for z in classes if descends(z.op, c.op)]
+        tail = max(later) - chain_end[c.op] if later else 0.0
+        jobs.append((c.head - first, inst.microbatches * c.duration, max(0.0, tail)))
+    return jobs
+
+
+def device_span_bounds(inst: Instance) -> list[float]:
+    """A lower bound on each device's span (last end − first start), see the module docstring.
+
+    At least the device's work, and (implied by the subset bound, kept for clarity) the round
+    trip of the microbatch it starts with.
+    """
+    work = inst.device_work()
+    return [
+        max(subset_bound(_relative_jobs(inst, classes)), work[d]) if classes else 0.0
+        for d, classes in enumerate(_device_classes(inst))
+    ]
+
+
+def makespan_lower_bound(inst: Instance) -> float:
+    """Per-device subset bound with absolute heads/tails, and first start + span bound."""
+    best = _old_makespan_bound(inst)
+    spans = device_span_bounds(inst)
+    for classes, span in zip(_device_classes(inst), spans, strict=True):
+        if not classes:
+            continue
+        jobs = [(c.head, inst.microbatches * c.duration, c.tail) for c in classes]
+        best = max(best, subset_bound(jobs), min(c.head for c in classes) + span)
+    return best
+
+
+def stage_span_lower_bound(inst: Instance) -> float:
+    return max(device_span_bounds(inst), default=0.0)
+
+
+def lower_bound(inst: Instance) -> float:
+    """The analytic bound for the problem's own objective (never above a true optimum)."""
+    if inst.objective == "stage_span":
+        return stage_span_lower_bound(inst)
+    return makespan_lower_bound(inst)
+
+
+# ------------------------------------------------------------------ the first, simpler bounds
+# Kept as named pieces (they are implied by the subset bounds, and cheap): head + work + tail
+# per device, one microbatch's round trip.
 
 
 def forward_arrival(inst: Instance) -> list[float]:
@@ -43,31 +196,13 @@ def round_trip(inst: Instance, stage: int) -> float:
     return t
 
 
-def makespan_lower_bound(inst: Instance) -> float:
+def _old_makespan_bound(inst: Instance) -> float:
     arrive = forward_arrival(inst)
     drain = backward_drain(inst)
     work = inst.device_work()
-    best = round_trip(inst, 0)  # one microbatch's whole dependency chain
-    for d, stages in enumerate(inst.stages_of_device):
-        if not stages:
-            continue
-        head = min(arrive[s] for s in stages)
-        tail = 0.0 if inst.split_backward else drain[min(stages)]
-        best = max(best, head + work[d] + tail)
-    return best
-
-
-def stage_span_lower_bound(inst: Instance) -> float:
-    work = inst.device_work()
-    best = 0.0
+    best = round_trip(inst, 0)
     for d, stages in enumerate(inst.stages_of_device):
         if stages:
-            best = max(best, work[d], min(round_trip(inst, s) for s in stages))
+            tail = 0.0 if inst.split_backward else drain[min(stages)]
+            best = max(best, min(arrive[s] for s in stages) + work[d] + tail)
     return best
-
-
-def lower_bound(inst: Instance) -> float:
-    """The analytic bound for the problem's own objective."""
-    if inst.objective == "stage_span":
-        return stage_span_lower_bound(inst)
-    return makespan_lower_bound(inst)
