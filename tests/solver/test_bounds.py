@@ -1,0 +1,132 @@
+"""The analytic lower bounds never exceed a brute-forced optimum, and are tight where known."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from bruteforce import optimum
+
+from pipesched.solver import Instance, Problem
+from pipesched.solver.bounds import (
+    _old_makespan_bound,
+    device_span_bounds,
+    lower_bound,
+    makespan_lower_bound,
+    subset_bound,
+)
+
+
+def _random_problem(rng: random.Random, objective: str) -> Problem:
+    shape = rng.choice([(1, 3, 1, "loop"), (2, 2, 1, "loop"), (2, 3, 1, "loop"), (3, 2, 1, "loop"),
+                        (2, 1, 2, "loop"), (2, 2, 2, "loop"), (2, 2, 2, "v"), (2, 1, 2, "v")])
+    p, m, v, placement = shape
+    stages = p * v
+    split = rng.random() < 0.7
+
+    def costs() -> list[float]:
+        return [rng.choice([0.5, 1.0, 1.5, 2.0, 3.0]) for _ in range(stages)]
+
+    limit = rng.choice([None, None, 1, 2, [2] * p])
+    return Problem(
+        devices=p, microbatches=m, stages_per_device=v, placement=placement, split_backward=split,
+        costs={"forward": costs(), "backward_input": costs(), "backward_weight": costs(),
+               "comm": rng.choice([0.0, 0.0, 0.5, 2.0])},
+        memory={"limit": limit}, objective=objective,
+    )
+
+
+@pytest.mark.parametrize("objective", ["makespan", "stage_span"])
+def test_bound_never_exceeds_the_brute_force_optimum_on_random_tiny_problems(objective: str) -> None:
+    rng = random.Random(20240 + len(objective))
+    checked = 0
+    for _ in range(40):
+        problem = _random_problem(rng, objective)
+        best = optimum(problem)
+        if best is None:
+            continue
+        bound = lower_bound(Instance.from_problem(problem))
+        assert bound <= best + 1e-9, problem.model_dump_json()
+        checked += 1
+    assert checked >= 25
+
+
+HAND_PICKED = {
+    "uniform-2x3": dict(devices=2, microbatches=3),
+    "uniform-3x2-span": dict(devices=3, microbatches=2, objective="stage_span"),
+    "heavy-first-stage": dict(devices=2, microbatches=3, costs={"forward": [4, 1], "backward_input": [1, 1],
+                                                                "backward_weight": [1, 1]}),
+    "heavy-last-stage-span": dict(devices=3, microbatches=2, objective="stage_span",
+                                  costs={"forward": [1, 1, 3], "backward_input": [1, 1, 3], "backward_weight": [0.5, 0.5, 1]}),
+    "long-comm": dict(devices=2, microbatches=2, costs={"comm": 5.0}),
+    "long-comm-span": dict(devices=2, microbatches=2, costs={"comm": 5.0}, objective="stage_span"),
+    "fused-comm": dict(devices=3, microbatches=2, split_backward=False, costs={"comm": 1.0}),
+    "fused-span": dict(devices=2, microbatches=3, split_backward=False, objective="stage_span"),
+    "limit-1": dict(devices=2, microbatches=3, memory={"limit": 1}),
+    "loop-v2": dict(devices=2, microbatches=2, stages_per_device=2, costs={"comm": 0.5}),
+    "v-shape-span": dict(devices=2, microbatches=2, stages_per_device=2, placement="v", objective="stage_span"),
+    "zero-weight": dict(devices=2, microbatches=3, costs={"backward_weight": 0.0},
+                        memory={"forward": 1, "backward_input": -1, "backward_weight": 0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PICKED))
+def test_bound_never_exceeds_the_brute_force_optimum_on_hand_picked_cases(name: str) -> None:
+    problem = Problem(**HAND_PICKED[name])
+    best = optimum(problem)
+    assert best is not None
+    assert lower_bound(Instance.from_problem(problem)) <= best + 1e-9
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 2), (2, 3), (3, 3), (4, 8), (8, 16), (8, 32)])
+def test_uniform_makespan_bound_is_the_closed_form(p: int, m: int) -> None:
+    inst = Instance.from_problem(Problem(devices=p, microbatches=m))
+    assert lower_bound(inst) == (p - 1) * 1.0 + m * 3.0
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 2), (2, 3)])
+def test_uniform_makespan_closed_form_is_the_optimum_on_tiny_cases(p: int, m: int) -> None:
+    assert optimum(Problem(devices=p, microbatches=m)) == (p - 1) + 3 * m
+
+
+def test_with_fewer_microbatches_than_devices_the_bound_waits_for_device_0s_backwards() -> None:
+    # p=3, m=2: device 0's first B waits F+F+F+B+B = 5, then 2(B+W) = 4: 9 > (p-1)F + 3m = 8
+    problem = Problem(devices=3, microbatches=2)
+    assert lower_bound(Instance.from_problem(problem)) == 9.0 == optimum(problem)
+
+
+def test_uniform_makespan_bound_counts_comm_in_the_ramp() -> None:
+    inst = Instance.from_problem(Problem(devices=4, microbatches=8, costs={"comm": 0.5}))
+    assert lower_bound(inst) >= 3 * (1.0 + 0.5) + 8 * 3.0
+
+
+def test_stage_span_bound_is_the_round_trip_when_the_pipeline_is_short_of_microbatches() -> None:
+    # p=4, m=1: device 0 must wait F + 3(F+B) (+ comm) for its B; span = 1+3*2 + 1 + 1 = 9 (no comm)
+    inst = Instance.from_problem(Problem(devices=4, microbatches=1, objective="stage_span"))
+    assert lower_bound(inst) == 9.0
+    assert optimum(Problem(devices=2, microbatches=1, objective="stage_span")) == lower_bound(
+        Instance.from_problem(Problem(devices=2, microbatches=1, objective="stage_span")))
+
+
+def test_stage_span_bound_holds_device_0s_backwards_until_the_round_trip_returns() -> None:
+    # heavy stage 1: device 0's first B waits F0 + F1 + B1 = 11, then 2(B+W) = 4; its work is only 6
+    problem = Problem(devices=2, microbatches=2, objective="stage_span",
+                      costs={"forward": [1, 5], "backward_input": [1, 5], "backward_weight": 1})
+    inst = Instance.from_problem(problem)
+    assert device_span_bounds(inst)[0] == 15.0
+    assert lower_bound(inst) <= optimum(problem) + 1e-9
+
+
+def test_makespan_bound_is_at_least_the_simple_head_work_tail_bound() -> None:
+    rng = random.Random(7)
+    for _ in range(30):
+        problem = _random_problem(rng, "makespan")
+        inst = Instance.from_problem(problem)
+        assert makespan_lower_bound(inst) >= _old_makespan_bound(inst) - 1e-12
+
+
+def test_subset_bound_picks_the_best_window() -> None:
+    # job (head, work, tail): alone the late job gives 10 + 1 + 0; all together 0 + 3 + 0
+    assert subset_bound([(0.0, 2.0, 0.0), (10.0, 1.0, 0.0)]) == 11.0
+    assert subset_bound([(0.0, 2.0, 5.0), (0.0, 2.0, 0.0)]) == 7.0
+    assert subset_bound([]) == 0.0
