@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--methods", default="1f1b,zb-h1,gpipe,interleaved-1f1b")
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -172,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         f"MLP width {args.width}, batch {args.batch} in {args.microbatches} microbatches, "
         f"{args.rounds} alternated rounds, medians). The machine is a shared 2-core box with other "
         "jobs running: absolute times are noisy, the alternation keeps the ratio fair.\n",
-        "| method | stages | ours ms | torch ms | ours / torch | measured bubble (ours) | predicted bubble, "
+        "| method | stages | ours ms | torch ms | ours / torch | paired ratio, quartiles | measured bubble (ours) | predicted bubble, "
         "profiled costs | predicted step ms, profiled | predicted bubble, in-run op times | "
         "predicted step ms, in-run |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for schedule, res in zip(schedules, per, strict=True):
         ours, theirs = statistics.median(res["ours"]), statistics.median(res["torch"])
@@ -183,12 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         bubble = 1 - res["busy"][k] / (2 * res["ours"][k])
         p = schedule.problem
         span, in_run_bubble = in_run_prediction(schedule, res["op_s"])
+        q1, _, q3 = statistics.quantiles([a / b for a, b in zip(res["ours"], res["torch"], strict=True)], n=4)
         lines.append(f"| {schedule.method} | {p.num_stages} ({p.placement}) | {1e3 * ours:.1f} | {1e3 * theirs:.1f} | "
-                     f"{ours / theirs:.3f} | {bubble:.3f} | {schedule.bubble_ratio:.3f} | {schedule.makespan:.1f} | "
+                     f"{ours / theirs:.3f} | {q1:.2f} - {q3:.2f} | {bubble:.3f} | {schedule.bubble_ratio:.3f} | {schedule.makespan:.1f} | "
                      f"{in_run_bubble:.3f} | {1e3 * span:.1f} |")
     lines += [
         "",
-        "Measured bubble = 1 - (sum over ranks of time inside compute ops) / (2 x step time). Predicted, "
+        "Paired ratio: ours / torch for the two steps of each round (run back to back), first and "
+        "third quartile over the rounds. Measured bubble = 1 - (sum over ranks of time inside compute ops) / (2 x step time). Predicted, "
         "profiled: the schedule's `bubble_ratio` and makespan for the costs `profile()` measured in one "
         "process before the run. Predicted, in-run: the same per-device order re-timed with the median op "
         "times measured during the run (two ranks share the cores with other jobs, so ops run slower "
@@ -197,14 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## Split backward costs what the fused backward costs",
         "",
-        f"One stage, one microbatch of {mb}, 30 alternated runs each, ms (best of, and median; the best "
+        f"One stage, one microbatch of {mb}, 100 alternated runs each, ms (best of, and median; the best "
         "is the steadier figure on a loaded machine):",
         "",
         "| stage | layers | F + B + W best | F + fused best | ratio best | F + B + W median | F + fused median | "
         "ratio median |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for s, sb, fb, sm, fm in split_vs_fused(args.width, mb, 30):
+    for s, sb, fb, sm, fm in split_vs_fused(args.width, mb, 100):
         lines.append(f"| {s} | {1 + s % 3} | {sb:.2f} | {fb:.2f} | {sb / fb:.3f} | {sm:.2f} | {fm:.2f} | {sm / fm:.3f} |")
     text = "\n".join(lines) + "\n"
     print(text)
