@@ -180,6 +180,8 @@ def render_svg(schedule: Schedule) -> str:
     rows: list[list[str]] = [[] for _ in range(devices)]
     labels: list[list[str]] = [[] for _ in range(devices)]
     for o in schedule.ops:
+        if not 0 <= o.device < devices:
+            continue  # a hand-edited file; `pipesched validate` reports it
         x = LEFT + o.start * scale
         w = (o.end - o.start) * scale
         cls = f"o {o.kind}{_chunk(o.stage, devices)}"

@@ -55,6 +55,8 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         shown = ", ".join(str(op) for op in missing[:5])
         errors.append(f"{len(missing)} ops are missing: {shown}{' ...' if len(missing) > 5 else ''}")
         return errors[:limit]
+    if any(not 0 <= o.device < inst.devices for o in schedule.ops):
+        return errors[:limit]  # already reported; per-device checks need real devices
 
     for op, t in start.items():
         for pred, lag in inst.predecessors(op):

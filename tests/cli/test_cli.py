@@ -90,6 +90,19 @@ def test_validate_lists_every_violation_of_a_tampered_schedule(problem_file: Pat
     assert len(lines) >= 3
 
 
+def test_validate_reports_ops_on_devices_that_do_not_exist(problem_file: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.json"
+    assert main(["solve", str(problem_file), "-m", "gpipe", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    data["ops"][0]["device"] = 7
+    out.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["validate", str(problem_file), str(out)]) == 1
+    assert "runs on device 7" in capsys.readouterr().out
+    assert main(["render", str(out), "-o", str(tmp_path / "g.svg")]) == 0
+
+
 def test_validate_says_when_the_schedule_belongs_to_another_problem(problem_file: Path, tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     out, other = tmp_path / "s.json", tmp_path / "other.json"
