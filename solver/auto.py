@@ -2,7 +2,7 @@
 
 1. fast heuristics: every classic recipe that applies and fits the memory limit, the greedy list
    scheduler, the zero-bubble heuristic grid (:mod:`.zb_heuristic`) and ``options.hint``;
-2. the best of them, re-timed optimally for its order (:func:`exact_times.best_times`), is the
+2. the best of them, re-timed optimally for its order (:func:`cpsat.retime`), is the
    incumbent; if it meets the analytic bound we are done;
 3. a share of the budget proves a stronger bound on single-device relaxations
    (:mod:`.strong_bounds`) when the gap is still open;
@@ -18,9 +18,16 @@ import time
 
 from .bounds import lower_bound as analytic_lower_bound
 from .build import no_schedule
-from .cpsat import CpsatResult, Incumbent, finish, solve_model
+from .cpsat import (
+    DTIME_PER_SECOND,
+    CpsatResult,
+    Incumbent,
+    finish,
+    finish_margin,
+    retime,
+    solve_model,
+)
 from .errors import InvalidScheduleError, NotApplicableError
-from .exact_times import best_times
 from .feasibility import infeasibility_reason
 from .instance import Instance
 from .problem import Problem
@@ -34,17 +41,23 @@ from .zb_heuristic import zb_candidates
 _EXACT = ("auto", "cpsat", "ilp")
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.
 BOUND_SHARE = 0.25
+#: After this share of the budget the portfolio stops trying further recipes.
+HEURISTIC_SHARE = 0.4
 
 
 def _close(a: float, b: float) -> bool:
     return a - b <= 1e-9 * max(1.0, abs(a))
 
 
-def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions) -> list[tuple[str, Incumbent]]:
-    """Every heuristic's order that respects the memory limit, in a fixed order."""
+def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
+                         stop: float = float("inf")) -> list[tuple[str, Incumbent]]:
+    """Every heuristic's order that respects the memory limit, in a fixed order (the recipes are
+    skipped once ``stop`` has passed and something was found: a safety net on a loaded machine)."""
     out: list[tuple[str, Incumbent]] = []
+    for k, c in enumerate(zb_candidates(inst)):
+        out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
     for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in _EXACT or m.applies(problem):
+        if m.name in _EXACT or m.applies(problem) or (out and time.perf_counter() > stop):
             continue
         try:
             sched = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
@@ -52,8 +65,6 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
             continue
         if sched.ops:
             out.append((m.name, Incumbent.of(inst, sched.order())))
-    for k, c in enumerate(zb_candidates(inst)):
-        out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
     if options.hint is not None and options.hint.ops:
         with contextlib.suppress(DeadlockError, KeyError, ValueError):
             out.append(("hint", Incumbent.of(inst, options.hint.order())))
@@ -66,7 +77,7 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]]) -> Incumb
     timed = []
     for _, inc in cands:
         try:
-            timed.append(Incumbent.of(inst, inc.order, best_times(inst, inc.order)))
+            timed.append(retime(inst, inc.order))
         except DeadlockError:
             timed.append(inc)
     return min(timed + [c for _, c in cands], key=lambda c: c.objective)
@@ -80,7 +91,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     reason = infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, "auto", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
-    cands = heuristic_incumbents(problem, inst, options)
+    deadline = t0 + options.time_limit_s - finish_margin(inst)
+    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * options.time_limit_s)
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
@@ -89,13 +101,15 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     res = CpsatResult(inc, _close(inc.objective, bound), bound)
 
     def left() -> float:
-        return options.time_limit_s - (time.perf_counter() - t0) - 0.15
+        return deadline - time.perf_counter()
 
+    nominal = options.time_limit_s * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
     if not res.proven_optimal and left() > 0.2:
         bound = max(bound, relaxation_bound(inst, left() * BOUND_SHARE, upper=inc.objective, hint=inc.start,
-                                            workers=options.workers))
+                                            workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
     if not res.proven_optimal and left() > 0.1:
-        res = solve_model(inst, inc, left(), options.workers, known_bound=bound)
+        res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline,
+                          dtime=nominal * (1 - BOUND_SHARE) * 0.8)
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)

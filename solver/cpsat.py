@@ -61,10 +61,13 @@ class CpsatResult:
     bound: float | None  # valid lower bound in caller units, when the model can prove one
 
 
-def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False) -> None:
+def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,
+                      dtime: float | None = None) -> None:
+    """``dtime`` (deterministic time) is what normally stops the search, so results repeat; callers
+    derive it from the nominal budget, never from a measured clock. ``seconds`` is the wall safety net."""
     prm = solver.parameters
     prm.max_time_in_seconds = max(0.05, seconds)
-    prm.max_deterministic_time = max(0.02, seconds * DTIME_PER_SECOND)
+    prm.max_deterministic_time = max(0.02, dtime if dtime is not None else seconds * DTIME_PER_SECOND)
     prm.num_workers = max(1, workers)
     prm.interleave_search = workers > 1
     prm.random_seed = 1
@@ -73,8 +76,14 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
     prm.log_search_progress = False
 
 
+#: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
+EXACT_TIMING_OPS = 3000
+
+
 def retime(inst: Instance, order: Order) -> Incumbent:
-    """Exact times for a solved order: the optimal timing of that order in caller units."""
+    """Exact times for an order: its optimal timing when affordable, else :func:`build.compact`'s."""
+    if len(inst.kinds) * inst.num_stages * inst.microbatches > EXACT_TIMING_OPS:
+        return Incumbent.of(inst, order)
     return Incumbent.of(inst, order, best_times(inst, order))
 
 
@@ -108,6 +117,8 @@ def solve_model(
     graph: OpGraph | None = None,
     extra: Callable[[CpsatModel], None] | None = None,
     known_bound: float | None = None,
+    deadline: float | None = None,
+    dtime: float | None = None,
 ) -> CpsatResult:
     """One CP-SAT run from ``incumbent``; never returns anything worse than it.
 
@@ -123,8 +134,12 @@ def solve_model(
     add_hint(cm, incumbent.start)
     if extra is not None:
         extra(cm)
+    if deadline is not None:  # building a big model takes real time too
+        seconds = min(seconds, deadline - time.perf_counter())
+    if seconds <= 0.05:
+        return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    solver_parameters(solver, seconds, workers)
+    solver_parameters(solver, seconds, workers, dtime=dtime)
     status = solver.solve(cm.model)
     res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
     if graph is not None:  # a relaxation's incumbent is no schedule of the problem
@@ -166,6 +181,11 @@ def warm_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:
     return min(cands, key=lambda c: c.objective) if cands else None
 
 
+def finish_margin(inst: Instance) -> float:
+    """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count)."""
+    return 0.1 + 3e-5 * len(inst.kinds) * inst.num_stages * inst.microbatches
+
+
 def finish(problem: Problem, name: str, inst: Instance, inc: Incumbent, proven: bool, bound: float | None,
            t0: float) -> Schedule:
     return finalize(problem, name, inc.start, status="optimal" if proven else "feasible", lower_bound=bound,
@@ -183,10 +203,12 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     if inc is None:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
-    left = options.time_limit_s - (time.perf_counter() - t0) - 0.1
+    deadline = t0 + options.time_limit_s - finish_margin(inst)
+    left = deadline - time.perf_counter()
     closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
     if closed or left <= 0.05:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))
     else:
-        res = solve_model(inst, inc, left, options.workers)
+        res = solve_model(inst, inc, left, options.workers, deadline=deadline,
+                          dtime=0.8 * DTIME_PER_SECOND * options.time_limit_s)
     return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)

@@ -73,7 +73,7 @@ def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:
 
 
 def device_bound(inst: Instance, device: int, seconds: float, *, upper: float, workers: int = 1,
-                 hint: Mapping[OpId, float] | None = None) -> float | None:
+                 hint: Mapping[OpId, float] | None = None, dtime: float | None = None) -> float | None:
     """Proven lower bound from the relaxation of ``device`` (None if the model proves nothing)."""
     sc = Scaling.of(inst)
     if not sc.bound_is_valid:
@@ -89,7 +89,7 @@ def device_bound(inst: Instance, device: int, seconds: float, *, upper: float, w
     if hint is not None:
         add_hint(cm, hint)
     solver = cp_model.CpSolver()
-    solver_parameters(solver, seconds, workers)
+    solver_parameters(solver, seconds, workers, dtime=dtime)
     status = solver.solve(cm.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
@@ -188,7 +188,7 @@ def combinatorial_bound(inst: Instance) -> float:
 
 
 def relaxation_bound(inst: Instance, seconds: float, *, upper: float, workers: int = 1,
-                     hint: Mapping[OpId, float] | None = None) -> float:
+                     hint: Mapping[OpId, float] | None = None, dtime: float | None = None) -> float:
     """The best of the analytic bound and the single-device relaxations of the first and last devices
     (the first holds the longest round trip under the memory cap; the last the longest ramp-up)."""
     best = combinatorial_bound(inst)
@@ -200,7 +200,8 @@ def relaxation_bound(inst: Instance, seconds: float, *, upper: float, workers: i
         left = (t_end - time.perf_counter()) / (len(devices) - k)
         if left <= 0.02:
             break
-        b = device_bound(inst, d, left, upper=upper, workers=workers, hint=hint)
+        b = device_bound(inst, d, left, upper=upper, workers=workers, hint=hint,
+                         dtime=None if dtime is None else dtime / len(devices))
         if b is not None and math.isfinite(b):
             best = max(best, b)
     return min(best, upper)

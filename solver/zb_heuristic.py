@@ -189,9 +189,9 @@ def policies(inst: Instance) -> list[Policy]:
         extras.append(x)
         x *= 2
     extras.append(None)
-    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(None, "eager", b_wait=True),
-            Policy(inst.num_stages, "eager", b_wait=True), Policy(None, "eager"), Policy(inst.num_stages, "eager")]
-    rest = [Policy(e, w, f, b) for b in (True, False) for f in (False, True) for w in ("fits", "eager")
+    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(None, "eager"), Policy(inst.num_stages, "eager"),
+            Policy(2, "fits"), Policy(inst.devices, "eager")]
+    rest = [Policy(e, w, f, b) for b in (False, True) for f in (False, True) for w in ("fits", "eager")
             for e in extras]
     grid = list(dict.fromkeys(head + rest))
     ops = len(inst.kinds) * inst.num_stages * inst.microbatches
