@@ -40,6 +40,8 @@ AGREE = 1e-6
 #: Largest number of same-device op pairs (order binaries before fixing) the method accepts:
 #: building the model costs about 0.1 ms per pair in Python (p=16, m=32: 73k pairs, 7 s).
 MAX_PAIRS = 100_000
+#: Seconds to build the model per pair, measured (see above); used to keep within the time limit.
+BUILD_SECONDS_PER_PAIR = 1e-4
 
 def fits_memory(inst: Instance, order: Order) -> bool:
     return all(
@@ -104,9 +106,14 @@ def _check_options(options: SolveOptions) -> str:
     return backend
 
 
-def _too_large(problem: Problem) -> str | None:
+def order_pairs(problem: Problem) -> int:
+    """Pairs of ops sharing a device: the order binaries before any is fixed."""
     per_device = problem.num_ops // problem.devices
-    pairs = problem.devices * per_device * (per_device - 1) // 2
+    return problem.devices * per_device * (per_device - 1) // 2
+
+
+def _too_large(problem: Problem) -> str | None:
+    pairs = order_pairs(problem)
     if pairs > MAX_PAIRS:
         return (
             f"the ILP would need {pairs} order pairs (devices x ops-per-device choose 2), more than "
@@ -138,6 +145,11 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
         horizon = fallback_horizon(inst)
         upper = horizon
         horizon = horizon if inst.objective == "makespan" else 2 * horizon
+    if warm is not None and (
+        upper <= bound + 1e-9 * max(1.0, bound)  # the analytic bound already proves it optimal
+        or order_pairs(problem) * BUILD_SECONDS_PER_PAIR > 0.5 * (options.time_limit_s - (time.perf_counter() - t0))
+    ):  # nothing to gain, or no time left to build the model and search: the warm start is the answer
+        return _answer(problem, inst, None, RunResult("none"), warm, time.perf_counter() - t0)
     slack = 1e-9 * max(1.0, horizon)
     model = build_model(inst, horizon + slack, bound - slack, upper + slack)
     start_values = set_warm_start(model, warm) if warm is not None else None
@@ -152,12 +164,12 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
 
 
 def _answer(
-    problem: Problem, inst: Instance, model: IlpModel, result: RunResult, warm: dict[OpId, float] | None,
+    problem: Problem, inst: Instance, model: IlpModel | None, result: RunResult, warm: dict[OpId, float] | None,
     elapsed: float,
 ) -> Schedule:
     """The best valid schedule we hold, with ``optimal`` only when the solver proved it."""
     candidates: list[dict[OpId, float]] = []
-    if result.values:
+    if model is not None and result.values:
         order = order_from_solution(model, lambda name: result.values.get(name, 0.0))
         try:
             if fits_memory(inst, order):
