@@ -6,8 +6,10 @@ import random
 
 import pytest
 from bruteforce import optimum
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pipesched.solver import Instance, Problem
+from pipesched.solver import Instance, NotApplicableError, Problem, solve
 from pipesched.solver.bounds import (
     _old_makespan_bound,
     device_span_bounds,
@@ -130,3 +132,33 @@ def test_subset_bound_picks_the_best_window() -> None:
     assert subset_bound([(0.0, 2.0, 0.0), (10.0, 1.0, 0.0)]) == 11.0
     assert subset_bound([(0.0, 2.0, 5.0), (0.0, 2.0, 0.0)]) == 7.0
     assert subset_bound([]) == 0.0
+
+
+HEURISTICS = ("gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v", "dualpipe-v", "greedy")
+stage_costs = st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.5, 4.0]), min_size=8, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.sampled_from([(1, 1, "loop"), (2, 1, "loop"), (4, 1, "loop"), (3, 2, "loop"), (2, 2, "v"), (4, 2, "v")]),
+    m=st.integers(1, 6),
+    f=stage_costs, b=stage_costs, w=stage_costs,
+    comm=st.sampled_from([0.0, 0.5, 3.0]),
+    split=st.booleans(),
+    objective=st.sampled_from(["makespan", "stage_span"]),
+)
+def test_bound_never_exceeds_any_heuristic_schedule(shape: tuple[int, int, str], m: int, f: list[float],
+                                                    b: list[float], w: list[float], comm: float, split: bool,
+                                                    objective: str) -> None:
+    p, v, placement = shape
+    stages = p * v
+    problem = Problem(devices=p, microbatches=m, stages_per_device=v, placement=placement, split_backward=split,
+                      costs={"forward": f[:stages], "backward_input": b[:stages], "backward_weight": w[:stages],
+                             "comm": comm}, objective=objective)
+    bound = lower_bound(Instance.from_problem(problem))
+    for name in HEURISTICS:
+        try:
+            schedule = solve(problem, name)
+        except NotApplicableError:
+            continue
+        assert bound <= schedule.objective_value + 1e-9, name
