@@ -22,6 +22,7 @@ from .bounds import lower_bound as analytic_lower_bound
 from .build import finalize, no_schedule
 from .errors import InvalidScheduleError, NotApplicableError
 from .exact_times import best_times
+from .feasibility import infeasibility_reason
 from .ilp_backends import RunResult, run_cbc, run_highs
 from .ilp_model import IlpModel, build_model, canonical_times, order_from_solution, set_warm_start
 from .instance import Instance, OpId
@@ -132,7 +133,7 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     backend = _check_options(options)
     inst = Instance.from_problem(problem)
-    reason = _infeasible_reason(inst)
+    reason = _infeasible_reason(inst) or infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, METHOD, "infeasible", reason, solve_time_s=time.perf_counter() - t0)
     warm = warm_start(problem, inst, options)

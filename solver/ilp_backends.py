@@ -117,7 +117,7 @@ def run_highs(model: IlpModel, time_limit: float, start: Mapping[str, float] | N
             json.dump({"mps": mps, "out": out, "time_limit": max(0.05, time_limit), "start": dict(start or {})}, f)
         try:
             proc = subprocess.run(
-                [sys.executable, str(_HIGHS_SCRIPT), req], capture_output=True, text=True, timeout=time_limit + 30
+                [sys.executable, str(_HIGHS_SCRIPT), req], capture_output=True, text=True, timeout=time_limit + 3
             )
         except subprocess.TimeoutExpired:  # HiGHS ignored its own time limit: keep the warm start
             return RunResult("none")

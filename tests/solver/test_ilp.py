@@ -183,12 +183,21 @@ def test_limit_below_one_ops_allocation_is_infeasible_with_a_reason() -> None:
     assert "memory.limit" in schedule.reason and not schedule.ops
 
 
-def test_solver_proves_infeasible_when_no_order_fits_the_limit() -> None:
+def test_single_microbatch_over_the_limit_is_infeasible_without_solving() -> None:
     # device 0 holds stages 0 and 2: F(0, i) and F(2, i) are both live before B(2, i) can run
-    problem = Problem(devices=2, microbatches=2, stages_per_device=2, memory={"limit": 1})
-    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=30))
+    schedule = solve(Problem(devices=2, microbatches=2, stages_per_device=2, memory={"limit": 1}), "ilp")
     assert schedule.status == "infeasible"
-    assert schedule.reason
+    assert "single microbatch" in schedule.reason
+
+
+def test_solver_proves_infeasible_when_no_order_fits_the_limit() -> None:
+    # B frees more than F took (W takes some back), so the fast check cannot decide; but before
+    # device 0's first F(2, .) only F(0, .) ops (+2 each) can run, so it starts at >= 2 + 2 > 3
+    memory = {"forward": 2, "backward_input": -3, "backward_weight": 1, "limit": 3}
+    schedule = solve(Problem(devices=2, microbatches=2, stages_per_device=2, memory=memory), "ilp",
+                     SolveOptions(time_limit_s=30))
+    assert schedule.status == "infeasible"
+    assert "solver proved" in schedule.reason
 
 
 def test_microbatch_relabelling_keeps_any_schedule_valid_with_the_same_figures() -> None:
