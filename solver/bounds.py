@@ -29,10 +29,19 @@ op of the same microbatch *on ``d``*. The same subset bound with these relative 
 bounds ``d``'s span; e.g. ``J = {B, W of d}`` forces the round trip ``F + (forward and backward
 through the later stages) + m(B+W)``. Since ``makespan >= first start on d + span of d``,
 ``head(F(s_d)) + span bound of d`` bounds the makespan too.
+
+**Memory lanes.** When every microbatch-stage on device ``d`` holds a non-negative amount of
+memory at all times (``dF >= 0`` and ``dF + dB >= 0`` on each of its stages), microbatch ``i`` holds
+at least ``dF(s)`` from ``F(s, i)``'s start until ``B(s, i)``'s end, an interval at least the round
+trip ``R(s)`` long. At most ``k = floor(limit / dF(s))`` such intervals overlap, so they fit in
+``k`` lanes (interval graphs are perfect) and one lane holds ``ceil(m / k)`` disjoint intervals:
+the span is at least ``ceil(m / k) R(s)`` (+ ``W(s)``, which follows the last ``B``). Split, it
+also holds ``min(dF, dF + dB)`` until ``W(s, i)`` ends: ``ceil(m / k') (R(s) + W(s))``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,6 +135,43 @@ def _relative_jobs(inst: Instance, classes: list[OpClass]) -> list[tuple[float, 
     return jobs
 
 
+def memory_lanes(inst: Instance, d: int) -> list[tuple[OpId, int, float, float]]:
+    """``(last op, lanes, length, after)`` for each memory-lane argument that applies on ``d``.
+
+    Two per stage ``s``: microbatch ``i`` holds ``dF`` from ``F(s, i)``'s start to ``B(s, i)``'s end
+    (length the round trip ``R``, and ``W`` still follows on the device), and, split, it holds
+    ``min(dF, dF + dB)`` until ``W(s, i)`` ends (length ``R + W``). Empty when uncapped or when some
+    stage of ``d`` can hold negative memory (then other microbatches could make room).
+    """
+    cap = inst.limit[d]
+    stages = inst.stages_of_device[d]
+    if not math.isfinite(cap) or not stages:
+        return []
+    df, db = inst.delta["F"], inst.delta["B"]
+    if any(df[s] < 0 or df[s] + db[s] < 0 for s in stages):
+        return []
+    heads = {c.op: c.head for c in op_classes(inst)}
+
+    def lanes(hold: float) -> int:
+        return max(1, math.floor(cap / hold * (1 + 1e-9) + 1e-12))
+
+    out = []
+    for s in stages:
+        trip = heads[OpId("B", s, 0)] + inst.duration["B"][s] - heads[OpId("F", s, 0)]
+        w = inst.duration["W"][s] if inst.split_backward else 0.0
+        if df[s] > 0:
+            out.append((OpId("B", s, 0), lanes(df[s]), trip, w))
+        hold = min(df[s], df[s] + db[s])
+        if inst.split_backward and hold > 0:
+            out.append((OpId("W", s, 0), lanes(hold), trip + w, 0.0))
+    return out
+
+
+def _lane_span(inst: Instance, d: int) -> float:
+    m = inst.microbatches
+    return max((math.ceil(m / k) * trip + w for _, k, trip, w in memory_lanes(inst, d)), default=0.0)
+
+
 def device_span_bounds(inst: Instance) -> list[float]:
     """A lower bound on each device's span (last end − first start), see the module docstring.
 
@@ -134,15 +180,20 @@ def device_span_bounds(inst: Instance) -> list[float]:
     """
     work = inst.device_work()
     return [
-        max(subset_bound(_relative_jobs(inst, classes)), work[d]) if classes else 0.0
+        max(subset_bound(_relative_jobs(inst, classes)), work[d], _lane_span(inst, d)) if classes else 0.0
         for d, classes in enumerate(_device_classes(inst))
     ]
 
 
 def makespan_lower_bound(inst: Instance) -> float:
-    """Per-device subset bound with absolute heads/tails, and first start + span bound."""
+    """Per-device subset bound with absolute heads/tails, first start + span bound, memory lanes."""
     best = _old_makespan_bound(inst)
     spans = device_span_bounds(inst)
+    by_op = {c.op: c for c in op_classes(inst)}
+    for d in range(inst.devices):  # lanes start no earlier than F's head; the last op's tail follows
+        for last, k, length, _ in memory_lanes(inst, d):
+            lanes = math.ceil(inst.microbatches / k) * length
+            best = max(best, by_op[OpId("F", last.stage, 0)].head + lanes + by_op[last].tail)
     for classes, span in zip(_device_classes(inst), spans, strict=True):
         if not classes:
             continue

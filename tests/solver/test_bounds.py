@@ -162,3 +162,19 @@ def test_bound_never_exceeds_any_heuristic_schedule(shape: tuple[int, int, str],
         except NotApplicableError:
             continue
         assert bound <= schedule.objective_value + 1e-9, name
+
+
+@pytest.mark.parametrize("objective", ["makespan", "stage_span"])
+def test_memory_lanes_make_the_bound_tight_when_one_microbatch_fits(objective: str) -> None:
+    # limit 1: device 0 holds one microbatch from F to W, 3 x (F + F + B + B + W) = 15, all serial
+    problem = Problem(devices=2, microbatches=3, memory={"limit": 1}, objective=objective)
+    assert lower_bound(Instance.from_problem(problem)) == 15.0 == optimum(problem)
+
+
+def test_memory_lanes_are_ignored_when_a_stage_can_free_memory_early() -> None:
+    # dF + dB < 0: another microbatch's B could make room, so the lane argument does not hold
+    problem = Problem(devices=2, microbatches=3,
+                      memory={"forward": 1, "backward_input": -2, "backward_weight": 1, "limit": 1})
+    inst = Instance.from_problem(problem)
+    assert lower_bound(inst) <= optimum(problem) + 1e-9
+    assert device_span_bounds(inst)[0] < 15.0
