@@ -262,3 +262,12 @@ def test_problems_too_large_for_the_model_are_refused_with_the_alternative() -> 
 
     with pytest.raises(NotApplicableError, match="order pairs.*use cpsat or auto"):
         solve(Problem(devices=32, microbatches=256), "ilp")
+
+
+def test_a_hint_is_used_as_the_warm_start() -> None:
+    problem = Problem(**SMALL_CASES["v-shape-fused-limit"])  # heuristics reach 38, the optimum is 32
+    best = _ilp("v-shape-fused-limit")
+    inst = Instance.from_problem(problem)
+    assert objective_value(inst, ilp.warm_start(problem, inst, SolveOptions())) > best.objective_value + TOL
+    hinted = solve(problem, "ilp", SolveOptions(time_limit_s=0.01, hint=best))
+    assert hinted.objective_value == pytest.approx(best.objective_value, abs=TOL)
