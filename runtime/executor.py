@@ -171,6 +171,7 @@ class PipelineExecutor:
                         loss = self.loss_fn(y, y_mbs[i]) * scales[i]
                         stage_out[key] = loss
                         loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
+                        del loss  # else its graph outlives this microbatch's W
                     else:
                         stage_out[key] = y
                     del x, y
