@@ -23,7 +23,7 @@ from .build import finalize, no_schedule
 from .errors import InvalidScheduleError, NotApplicableError
 from .exact_times import best_times
 from .feasibility import infeasibility_reason
-from .ilp_backends import RunResult, run_cbc, run_highs
+from .ilp_backends import RunResult, highs_available, run_cbc, run_highs
 from .ilp_model import IlpModel, build_model, canonical_times, order_from_solution, set_warm_start
 from .instance import Instance, OpId
 from .metrics import makespan, objective_value, peak_memory
@@ -44,7 +44,9 @@ MAX_PAIRS = 100_000
 #: Seconds to build the model per pair, measured (see above); used to keep within the time limit.
 BUILD_SECONDS_PER_PAIR = 1e-4
 
+
 def fits_memory(inst: Instance, order: Order) -> bool:
+    """True when ``order`` keeps every device within ``memory.limit`` (with float slack)."""
     return all(
         peak <= cap * (1 + 1e-9) + 1e-12 for peak, cap in zip(peak_memory(inst, order), inst.limit, strict=True)
     )
@@ -104,6 +106,8 @@ def _check_options(options: SolveOptions) -> str:
         raise NotApplicableError(
             f"options.backend {options.backend!r} is not an ILP backend; choose one of: {', '.join(BACKENDS)}"
         )
+    if backend == "highs" and not highs_available():
+        raise NotApplicableError("options.backend 'highs' needs the highspy package: pip install 'pipesched[highs]'")
     return backend
 
 
