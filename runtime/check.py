@@ -1,6 +1,9 @@
 """``python -m pipesched.runtime.check``: replay a method's schedule on local gloo ranks and
 compare every parameter gradient with a single-process full-batch reference.
 
+Runs three steps (the first agrees shapes, the others reuse them), compares the last step's
+gradients, and reports the fastest step's time (the max over ranks).
+
 Prints one line per schedule and a last line ``max_grad_diff=<float> step_s=<float>``; exits 0
 only when the largest absolute difference is below 1e-5.
 """
