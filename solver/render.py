@@ -75,11 +75,17 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
     """The two header lines: the figures, then the problem in short."""
     p = schedule.problem
     bubble = "–" if schedule.bubble_ratio is None else f"{schedule.bubble_ratio:.1%}"
-    first = (
-        f"{schedule.method} · {schedule.status} · makespan {_figure(schedule.makespan)} · "
-        f"objective ({p.objective}) {_figure(schedule.objective_value)} · "
-        f"lower bound {_figure(schedule.lower_bound)} · bubble {bubble}"
-    )
+    parts = [schedule.method, schedule.status]
+    if schedule.ops:
+        parts += [f"makespan {_figure(schedule.makespan)}",
+                  f"objective ({p.objective}) {_figure(schedule.objective_value)}"]
+    else:
+        parts.append(f"objective {p.objective}")
+    if schedule.lower_bound is not None:
+        parts.append(f"lower bound {_figure(schedule.lower_bound)}")
+    if schedule.ops:
+        parts.append(f"bubble {bubble}")
+    first = " · ".join(parts)
     second = (
         f"p={p.devices} devices · m={p.microbatches} microbatches · v={p.stages_per_device} "
         f"({p.placement} placement) · {'split' if p.split_backward else 'fused'} backward · "
@@ -134,7 +140,7 @@ def render_svg(schedule: Schedule) -> str:
     chart_w = min(2400.0, max(900.0, 14.0 * per_device))
     rows_h = devices * (ROW_HEIGHT + ROW_GAP)
     width = LEFT + chart_w + RIGHT
-    height = TOP + rows_h + AXIS + 8
+    height = TOP + rows_h + AXIS + 8 if schedule.ops else TOP + 36
     scale = chart_w / horizon if horizon > 0 else 0.0
     widest = max(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
     narrowest = min(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
