@@ -48,16 +48,21 @@ def test_solve_defaults_to_a_registered_method_and_honours_the_time_limit(proble
     assert validate(Schedule.model_validate_json(out.read_text())) == []
 
 
-def test_solve_exits_1_with_the_reason_when_memory_makes_the_problem_infeasible(tmp_path: Path,
-                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_solve_exits_1_with_the_reason_when_memory_makes_the_problem_infeasible(tmp_path: Path) -> None:
     path = tmp_path / "tight.json"
     path.write_text(json.dumps({"devices": 2, "microbatches": 2, "memory": {"limit": 0.5}}))
-    code = main(["solve", str(path), "-m", "greedy"])
-    err = capsys.readouterr().err
-    if code == 2:  # a method may also refuse the problem outright: one line, no traceback
-        assert err.count("\n") == 1 and "memory" in err
-    else:
-        assert code == 1 and "no schedule" in err
+    result = run("solve", str(path), "-m", "cpsat", "--time-limit", "5")
+    assert result.returncode == 1, result.stderr
+    assert Schedule.model_validate_json(result.stdout).status == "infeasible"
+    assert "no schedule: memory.limit 0.5" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_method_that_refuses_the_memory_limit_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "tight.json"
+    path.write_text(json.dumps({"devices": 2, "microbatches": 2, "memory": {"limit": 0.5}}))
+    result = run("solve", str(path), "-m", "greedy")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "memory.limit 0.5" in result.stderr
 
 
 def test_methods_lists_every_registered_method_with_when_it_applies(capsys: pytest.CaptureFixture[str]) -> None:
