@@ -5,7 +5,7 @@
 2. the best of them, re-timed optimally for its order (:func:`cpsat.retime`), is the
    incumbent; if it meets the analytic bound we are done;
 3. a share of the budget proves a stronger bound on single-device relaxations
-   (:mod:`.strong_bounds`) when the gap is still open;
+   (:mod:`.strong_bounds`) when the gap is still open and the problem is not small;
 4. CP-SAT on the full model from the incumbent (:func:`cpsat.solve_model`) with the rest.
 Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
 time limits, fixed seeds, fixed candidate order), so the same problem gives the same schedule.
@@ -34,13 +34,15 @@ from .problem import Problem
 from .registry import SolveOptions, method, methods
 from .schedule import Schedule
 from .simulate import DeadlockError
-from .strong_bounds import relaxation_bound
+from .strong_bounds import combinatorial_bound, relaxation_bound
 from .zb_heuristic import zb_candidates
 
 #: Methods the portfolio never calls as heuristics (itself and the exact solvers).
 _EXACT = ("auto", "cpsat", "ilp")
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.
 BOUND_SHARE = 0.25
+#: Problems up to this many ops skip the relaxations: CP-SAT on the full model closes them directly.
+SMALL_OPS = 1000
 #: After this share of the budget the portfolio stops trying further recipes.
 HEURISTIC_SHARE = 0.4
 
@@ -50,12 +52,15 @@ def _close(a: float, b: float) -> bool:
 
 
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
-                         stop: float = float("inf")) -> list[tuple[str, Incumbent]]:
+                         stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
     """Every heuristic's order that respects the memory limit, in a fixed order (the recipes are
-    skipped once ``stop`` has passed and something was found: a safety net on a loaded machine)."""
+    skipped when the zero-bubble grid already meets ``bound``, or once ``stop`` has passed and
+    something was found: a safety net on a loaded machine)."""
     out: list[tuple[str, Incumbent]] = []
     for k, c in enumerate(zb_candidates(inst)):
         out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
+    if out and _close(min(c.objective for _, c in out), bound):
+        return out
     for m in sorted(methods(), key=lambda m: m.name):
         if m.name in _EXACT or m.applies(problem) or (out and time.perf_counter() > stop):
             continue
@@ -73,7 +78,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
 
 def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]]) -> Incumbent:
     """The best candidate after optimal re-timing of the few best orders."""
-    cands = sorted(cands, key=lambda nc: nc[1].objective)[:3]
+    cands = sorted(cands, key=lambda nc: nc[1].objective)[:2]
     timed = []
     for _, inc in cands:
         try:
@@ -92,24 +97,26 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     if reason:
         return no_schedule(problem, "auto", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
     deadline = t0 + options.time_limit_s - finish_margin(inst)
-    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * options.time_limit_s)
+    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * options.time_limit_s,
+                                 bound=combinatorial_bound(inst))
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
     inc = best_incumbent(inst, cands)
-    bound = analytic_lower_bound(inst)
+    bound = combinatorial_bound(inst)
     res = CpsatResult(inc, _close(inc.objective, bound), bound)
 
     def left() -> float:
         return deadline - time.perf_counter()
 
     nominal = options.time_limit_s * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
-    if not res.proven_optimal and left() > 0.2:
+    small = len(inst.kinds) * inst.num_stages * inst.microbatches <= SMALL_OPS  # the full model proves as much
+    if not res.proven_optimal and not small and left() > 0.2:
         bound = max(bound, relaxation_bound(inst, left() * BOUND_SHARE, upper=inc.objective, hint=inc.start,
                                             workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
     if not res.proven_optimal and left() > 0.1:
         res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline,
-                          dtime=nominal * (1 - BOUND_SHARE) * 0.8)
+                          dtime=nominal * (0.8 if small else (1 - BOUND_SHARE) * 0.8))
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)

@@ -37,7 +37,7 @@ from .strong_bounds import combinatorial_bound
 
 #: Deterministic-time units per wall-clock second we budget (CP-SAT's unit is meant to be close
 #: to a second on an unloaded core; on a shared machine it runs slower, so keep margin).
-DTIME_PER_SECOND = 0.6
+DTIME_PER_SECOND = 0.9
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
 
 
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
-EXACT_TIMING_OPS = 3000
+EXACT_TIMING_OPS = 800
 
 
 def retime(inst: Instance, order: Order) -> Incumbent:

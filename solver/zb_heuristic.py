@@ -45,6 +45,7 @@ class Policy:
     w: str = "fits"
     f_first: bool = False
     b_wait: bool = False  # do not start an F (or W) when a known B would arrive before it ends
+    scale: float = 1.0  # in-flight cap is ceil(scale * (S - s)) + extra: more warm-up on early stages
 
 
 def _fits(inst: Instance, d: int, live: float, delta: float) -> bool:
@@ -65,7 +66,8 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     order: Order = [[] for _ in range(p)]
     higher = [sum(max(0.0, inst.delta["F"][t]) for t in stages_of[inst.device_of_stage[s]] if t > s)
               for s in range(S)]
-    cap = [math.inf if policy.extra is None else (S - s) + policy.extra for s in range(S)]
+    cap = [math.inf if policy.extra is None else max(1, math.ceil(policy.scale * (S - s)) + policy.extra)
+           for s in range(S)]
     total = len(inst.kinds) * S * m
     done = 0
 
@@ -180,8 +182,9 @@ GRID_WORK = 60_000
 
 
 def policies(inst: Instance) -> list[Policy]:
-    """The grid, most useful first: warm-up extras 0, 1, 2, 4, ... up to 2S and unlimited, both W
-    rules, both priorities; truncated to ``GRID_WORK / ops`` entries (at least 6) so that it stays
+    """The grid, most useful first: the 1F1B warm-up count plus 0 or 1 (best at ``limit = p M_B``),
+    about twice it (best at ``2p M_B``: early stages fill the longer round trip), then warm-up
+    scales and extras 0, 1, 2, 4, ... up to 2S and unlimited, both W rules, both priorities; truncated to ``GRID_WORK / ops`` entries (at least the head) so that it stays
     fast (and deterministic: the cut depends on the problem size only)."""
     extras: list[int | None] = [0, 1, 2]
     x = 4
@@ -189,13 +192,16 @@ def policies(inst: Instance) -> list[Policy]:
         extras.append(x)
         x *= 2
     extras.append(None)
-    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(None, "eager"), Policy(inst.num_stages, "eager"),
-            Policy(2, "fits"), Policy(inst.devices, "eager")]
+    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(0, "eager", scale=2.0), Policy(-1, "eager", scale=2.0),
+            Policy(-2, "eager", scale=2.25), Policy(-2, "eager", scale=2.1), Policy(0, "eager", scale=1.95),
+            Policy(-1, "eager", scale=1.9)]
+    scaled = [Policy(e, w, scale=a) for w in ("eager", "fits") for a in (2.0, 2.25, 1.9, 1.5, 2.5, 3.0)
+              for e in (-2, -1, 0, 1)]
     rest = [Policy(e, w, f, b) for b in (False, True) for f in (False, True) for w in ("fits", "eager")
             for e in extras]
-    grid = list(dict.fromkeys(head + rest))
+    grid = list(dict.fromkeys(head + scaled + rest))
     ops = len(inst.kinds) * inst.num_stages * inst.microbatches
-    return grid[: min(32, max(6, GRID_WORK // max(1, ops)))]
+    return grid[: min(48, max(len(head), GRID_WORK // max(1, ops)))]
 
 
 @dataclass(frozen=True)
