@@ -17,8 +17,6 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
-#: Upper bound for one spawned group (start-up ~3 s per process on a loaded 2-core machine).
-GROUP_TIMEOUT_S = 90.0
 #: Upper bound for one test including its fixtures' setup and teardown.
 TEST_TIMEOUT_S = int(os.environ.get("PIPESCHED_RUNTIME_TEST_TIMEOUT", "150"))
 

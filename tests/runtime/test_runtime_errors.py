@@ -7,7 +7,7 @@ import time
 
 import pytest
 import torch
-from conftest import GROUP_TIMEOUT_S
+from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.errors import PipelineError, PipelineTimeoutError, ScheduleMismatchError
 from pipesched.runtime.executor import check_schedule

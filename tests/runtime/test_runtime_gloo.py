@@ -7,7 +7,7 @@ the first step are reused on the second); each test then checks one schedule's g
 from __future__ import annotations
 
 import pytest
-from conftest import GROUP_TIMEOUT_S
+from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.check import TOLERANCE, grad_diff, make_problem, replay_rank
 from pipesched.runtime.launch import run_ranks

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import GROUP_TIMEOUT_S
+from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.model import mlp_stages, sample_batch

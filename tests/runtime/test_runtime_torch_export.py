@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GROUP_TIMEOUT_S
+from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.check import TOLERANCE, grad_diff, make_problem, torch_replay_rank
 from pipesched.runtime.launch import run_ranks
