@@ -29,7 +29,7 @@ class Overloaded(Exception):
     """Too many distinct solves at once; ``cap`` names the setting that refused the request."""
 
     def __init__(self, cap: str, limit: int) -> None:
-        super().__init__(f"{cap}: {limit} solves are already running or queued; retry later")
+        super().__init__(f"every solver process is busy and {cap} = {limit} more solves already wait; retry later")
         self.cap = cap
         self.limit = limit
 
