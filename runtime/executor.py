@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -113,101 +114,114 @@ class PipelineExecutor:
 
         ``inputs`` is needed on the rank holding stage 0, ``targets`` on the rank holding the last stage.
         """
-        m = self.inst.microbatches
-        x_mbs = self._split(inputs, "inputs", 0) if 0 in self.stages else None
-        y_mbs = self._split(targets, "targets", self.last) if self.last in self.stages else None
-        scales = self._scales(x_mbs if x_mbs is not None else y_mbs, m)
-        first_step = self.steps_done == 0  # every rank sends shape headers on its first step only
-
-        stage_in: dict[Key, torch.Tensor] = {}  # F's input (leaf needing grad when it comes from a stage)
-        stage_out: dict[Key, torch.Tensor] = {}  # F's output, or the scaled loss on the last stage
-        out_grad: dict[Key, torch.Tensor] = {}  # dL/d output, handed over locally
-        in_grad: dict[Key, torch.Tensor | None] = {}  # B's result, to send or hand over
-        w_jobs: dict[Key, WeightGrad] = {}
-        recvs: dict[OpId, Pending] = {}
-        sends: list[Pending] = []
-        loss_total: torch.Tensor | None = None
-        busy = 0.0
-        op_s: dict[OpId, float] = {}
+        x_mbs = self._split(inputs, "inputs", 0) if 0 in self.stages else []
+        y_mbs = self._split(targets, "targets", self.last) if self.last in self.stages else []
+        st = _Step(x_mbs, y_mbs, self._scales(x_mbs or y_mbs), first=self.steps_done == 0)
         t_step = time.perf_counter()
-
         for instr in self.plan:
             if isinstance(instr, PostRecv):
-                msg = instr.message
-                with self._comm_errors(f"posting the receive of {msg.op}'s output from rank {msg.src}"):
-                    recvs[msg.op] = self._post_recv(msg, stage_out, first_step)
-                continue
-            if isinstance(instr, Send):
-                msg = instr.message
-                key = (msg.op.stage, msg.op.microbatch)
-                if msg.direction == "act":
-                    t = stage_out[key].detach()
-                    self._agree_shape((msg.consumer.stage, msg.op.microbatch), t, msg)
-                    with self._comm_errors(f"sending {msg.op}'s output to rank {msg.dst}"):
-                        sends += self.transport.isend(msg, t, header=first_step)
-                else:
-                    g = in_grad.pop(key)
-                    if g is None:
-                        raise PipelineError(f"rank {self.rank}: {msg.op} produced no input gradient to send to "
-                                            f"rank {msg.dst} (does stage {msg.op.stage}'s output depend on its input?)")
-                    with self._comm_errors(f"sending {msg.op}'s input gradient to rank {msg.dst}"):
-                        sends += self.transport.isend(msg, g, header=False)
-                sends = [p for p in sends if not p.work.is_completed()]  # drop finished sends
-                continue
-            op = instr.op
-            s, i = op.stage, op.microbatch
-            key = (s, i)
-            try:
-                # wait for this op's remote input first: waiting is not compute (busy time)
-                if op.kind == "F":
-                    x = self._forward_input(op, x_mbs, stage_in, stage_out, recvs)
-                elif op.kind == "B":
-                    g = None if s == self.last else self._output_grad(op, out_grad, recvs)
-                t0 = time.perf_counter()
-                if op.kind == "F":
-                    stage_in[key] = x
-                    y = self.stages[s](x)
-                    if s == self.last:
-                        loss = self.loss_fn(y, y_mbs[i]) * scales[i]
-                        stage_out[key] = loss
-                        loss_total = loss.detach() if loss_total is None else loss_total + loss.detach()
-                        del loss  # else its graph outlives this microbatch's W
-                    else:
-                        stage_out[key] = y
-                    del x, y
-                elif op.kind == "B":
-                    y = stage_out.pop(key)
-                    x = stage_in.pop(key)
-                    if self.split:
-                        (gx,), w_jobs[key] = backward_input([y], [g], [x], self.params[s])
-                    else:
-                        (gx,) = backward_full([y], [g], [x])
-                    del x, y, g
-                    if s > 0:
-                        if s - 1 in self.stages:
-                            out_grad[(s - 1, i)] = gx
-                        else:
-                            in_grad[key] = gx
-                else:
-                    w_jobs.pop(key).run()
-            except PipelineError:
-                raise
-            except Exception as e:
-                raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
-            op_s[op] = time.perf_counter() - t0
-            busy += op_s[op]
-
-        for p in sends:
+                self._post_recv(st, instr.message)
+            elif isinstance(instr, Send):
+                self._send(st, instr.message)
+            else:
+                self._compute(st, instr.op)
+        for p in st.sends:
             self.transport.wait(p, "end of step")
-        leftovers = [k for k, d in (("inputs", stage_in), ("outputs", stage_out), ("weight jobs", w_jobs)) if d]
-        if leftovers or recvs:
-            raise PipelineError(f"rank {self.rank}: step ended with unused {', '.join(leftovers) or 'receives'}: "
+        left = [k for k, d in (("inputs", st.stage_in), ("outputs", st.stage_out), ("weight jobs", st.w_jobs)) if d]
+        if left or st.recvs:
+            raise PipelineError(f"rank {self.rank}: step ended with unused {', '.join(left) or 'receives'}: "
                                 "the schedule does not cover every op of this rank")
         self.last_step_s = time.perf_counter() - t_step
-        self.last_busy_s = busy
-        self.last_op_s = op_s
+        self.last_op_s = st.op_s
+        self.last_busy_s = sum(st.op_s.values())
         self.steps_done += 1
-        return loss_total
+        return st.loss
+
+    # ------------------------------------------------------------------ instructions
+    def _post_recv(self, st: _Step, msg: Message) -> None:
+        key = (msg.consumer.stage, msg.op.microbatch)
+        with self._comm_errors(f"posting the receive of {msg.op}'s output from rank {msg.src}"):
+            if msg.direction == "grad":  # the shape of the activation this rank produced
+                y = st.stage_out[key]
+                shape, dtype = y.shape, y.dtype
+            else:
+                if st.first:
+                    self._shapes[key] = self.transport.recv_header(msg, f"posting the receive for {msg.consumer}")
+                shape, dtype = self._shapes[key]
+            st.recvs[msg.op] = self.transport.irecv(msg, shape, dtype)
+
+    def _send(self, st: _Step, msg: Message) -> None:
+        key = (msg.op.stage, msg.op.microbatch)
+        if msg.direction == "act":
+            t = st.stage_out[key].detach()
+            self._agree_shape((msg.consumer.stage, msg.op.microbatch), t, msg)
+        else:
+            t = st.in_grad.pop(key)
+            if t is None:
+                raise PipelineError(f"rank {self.rank}: {msg.op} produced no input gradient to send to rank "
+                                    f"{msg.dst} (does stage {msg.op.stage}'s output depend on its input?)")
+        with self._comm_errors(f"sending {msg.op}'s {'output' if msg.direction == 'act' else 'input gradient'} "
+                               f"to rank {msg.dst}"):
+            st.sends += self.transport.isend(msg, t, header=st.first and msg.direction == "act")
+        st.sends = [p for p in st.sends if not p.work.is_completed()]  # drop finished sends
+
+    def _compute(self, st: _Step, op: OpId) -> None:
+        """Run one op; its remote input is waited for first (waiting is not busy time)."""
+        try:
+            if op.kind == "F":
+                x = self._forward_input(st, op)
+                t0 = time.perf_counter()
+                self._forward(st, op, x)
+            elif op.kind == "B":
+                g = None if op.stage == self.last else self._output_grad(st, op)
+                t0 = time.perf_counter()
+                self._backward(st, op, g)
+            else:
+                t0 = time.perf_counter()
+                st.w_jobs.pop((op.stage, op.microbatch)).run()
+        except PipelineError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
+        st.op_s[op] = time.perf_counter() - t0
+
+    def _forward(self, st: _Step, op: OpId, x: torch.Tensor) -> None:
+        s, i = op.stage, op.microbatch
+        st.stage_in[(s, i)] = x
+        y = self.stages[s](x)
+        if s == self.last:  # the loss is part of the last stage's F; its graph ends at that stage's B and W
+            y = self.loss_fn(y, st.y_mbs[i]) * st.scales[i]
+            st.loss = y.detach() if st.loss is None else st.loss + y.detach()
+        st.stage_out[(s, i)] = y
+
+    def _backward(self, st: _Step, op: OpId, g: torch.Tensor | None) -> None:
+        s, i = op.stage, op.microbatch
+        y, x = st.stage_out.pop((s, i)), st.stage_in.pop((s, i))
+        if self.split:
+            (gx,), st.w_jobs[(s, i)] = backward_input([y], [g], [x], self.params[s])
+        else:
+            (gx,) = backward_full([y], [g], [x])
+        if s > 0:
+            if s - 1 in self.stages:
+                st.out_grad[(s - 1, i)] = gx
+            else:
+                st.in_grad[(s, i)] = gx
+
+    def _forward_input(self, st: _Step, op: OpId) -> torch.Tensor:
+        s, i = op.stage, op.microbatch
+        if s == 0:
+            return st.x_mbs[i]
+        if s - 1 in self.stages:  # local hand-off (V turn, or a whole pipeline on one rank)
+            x = st.stage_out[(s - 1, i)].detach()
+        else:
+            x = self.transport.wait(st.recvs.pop(OpId("F", s - 1, i)), str(op))
+        return x.requires_grad_(x.is_floating_point())
+
+    def _output_grad(self, st: _Step, op: OpId) -> torch.Tensor:
+        s, i = op.stage, op.microbatch
+        if s + 1 in self.stages:
+            return st.out_grad.pop((s, i))
+        return self.transport.wait(st.recvs.pop(OpId("B", s + 1, i)), str(op))
 
     # ------------------------------------------------------------------ helpers
     @contextmanager
@@ -229,8 +243,10 @@ class PipelineExecutor:
                                 f"schedule's {m} microbatches")
         return [c.to(self.device) for c in torch.tensor_split(t, m)]
 
-    def _scales(self, mbs: list[torch.Tensor] | None, m: int) -> list[float]:
-        if self.loss_reduction == "sum" or mbs is None:
+    def _scales(self, mbs: list[torch.Tensor]) -> list[float]:
+        """Each microbatch's share of the batch, ``n_i / N`` (1 with ``loss_reduction="sum"``)."""
+        m = self.inst.microbatches
+        if self.loss_reduction == "sum" or not mbs:
             return [1.0] * m
         total = sum(c.shape[0] for c in mbs)
         return [c.shape[0] / total for c in mbs]
@@ -244,29 +260,21 @@ class PipelineExecutor:
                                 f"{tuple(known[0])} {known[1]} on the first step; shapes are agreed once "
                                 "per executor (build a new one for a new batch shape)")
 
-    def _post_recv(self, msg: Message, stage_out: dict[Key, torch.Tensor], first_step: bool) -> Pending:
-        i = msg.op.microbatch
-        key = (msg.consumer.stage, i)
-        if msg.direction == "grad":  # same shape as the activation this rank produced
-            y = stage_out[key]
-            return self.transport.irecv(msg, y.shape, y.dtype)
-        if first_step:
-            self._shapes[key] = self.transport.recv_header(msg, f"posting the receive for {msg.consumer}")
-        shape, dtype = self._shapes[key]
-        return self.transport.irecv(msg, shape, dtype)
 
-    def _forward_input(self, op: OpId, x_mbs, stage_in, stage_out, recvs) -> torch.Tensor:
-        s, i = op.stage, op.microbatch
-        if s == 0:
-            return x_mbs[i]
-        if s - 1 in self.stages:  # local hand-off (V turn, or a whole pipeline on one rank)
-            x = stage_out[(s - 1, i)].detach()
-        else:
-            x = self.transport.wait(recvs.pop(OpId("F", s - 1, i)), str(op))
-        return x.requires_grad_(x.is_floating_point())
+@dataclass
+class _Step:
+    """What one step holds between ops, keyed by (stage, microbatch); emptied as consumers run."""
 
-    def _output_grad(self, op: OpId, out_grad, recvs) -> torch.Tensor:
-        s, i = op.stage, op.microbatch
-        if s + 1 in self.stages:
-            return out_grad.pop((s, i))
-        return self.transport.wait(recvs.pop(OpId("B", s + 1, i)), str(op))
+    x_mbs: list[torch.Tensor]
+    y_mbs: list[torch.Tensor]
+    scales: list[float]
+    first: bool  # first step of this executor: activation messages carry a shape header
+    stage_in: dict[Key, torch.Tensor] = field(default_factory=dict)  # F's input, until B
+    stage_out: dict[Key, torch.Tensor] = field(default_factory=dict)  # F's output (last stage: loss), until B
+    out_grad: dict[Key, torch.Tensor] = field(default_factory=dict)  # dL/d output handed over locally
+    in_grad: dict[Key, torch.Tensor | None] = field(default_factory=dict)  # B's result, until sent
+    w_jobs: dict[Key, WeightGrad] = field(default_factory=dict)  # B's leftovers, until W
+    recvs: dict[OpId, Pending] = field(default_factory=dict)  # posted receives by producing op
+    sends: list[Pending] = field(default_factory=list)
+    op_s: dict[OpId, float] = field(default_factory=dict)
+    loss: torch.Tensor | None = None
