@@ -115,25 +115,8 @@ class WeightGrad:
         self.groups = []
 
 
-def backward_input(
-    outputs: Sequence[torch.Tensor],
-    grad_outputs: Sequence[torch.Tensor | None],
-    inputs: Sequence[torch.Tensor],
-    params: Sequence[torch.Tensor],
-) -> tuple[list[torch.Tensor | None], WeightGrad]:
-    """B: gradients of the stage ``inputs`` (``None`` where an input needs none) plus the W job.
-
-    ``grad_outputs[j]`` is ``dL/d outputs[j]`` (``None`` for a scalar loss: ones).
-    """
-    outs = [(t, g if g is not None else torch.ones_like(t)) for t, g in zip(outputs, grad_outputs, strict=True)
-            if t.requires_grad]
-    root_edges = [_edge(t) for t, _ in outs]
-    parents = _graph([e.node for e in root_edges])
-    grad_inputs = [x for x in inputs if x.requires_grad]
-    on_input_path = _ancestors([_edge(x).node for x in grad_inputs], parents)
-    boundary = on_input_path | {e.node for e in root_edges}
-
-    # parameters -> frontier nodes; union frontier sets that share a node into one group
+def _group_params(params: Sequence[torch.Tensor], parents: dict[Node, list[Node]], boundary: set[Node]) -> list[_Group]:
+    """Each parameter with its frontier nodes; parameters whose frontiers share a node form one group."""
     group_of: dict[Node, int] = {}
     groups: list[_Group] = []
     for p in params:
@@ -159,7 +142,28 @@ def backward_input(
                 group_of[n] = target
                 merged.nodes.append(n)
         merged.params.append(p)
-    groups = [g for g in groups if g.params]
+    return [g for g in groups if g.params]
+
+
+def backward_input(
+    outputs: Sequence[torch.Tensor],
+    grad_outputs: Sequence[torch.Tensor | None],
+    inputs: Sequence[torch.Tensor],
+    params: Sequence[torch.Tensor],
+) -> tuple[list[torch.Tensor | None], WeightGrad]:
+    """B: gradients of the stage ``inputs`` (``None`` where an input needs none) plus the W job.
+
+    ``grad_outputs[j]`` is ``dL/d outputs[j]`` (``None`` for a scalar loss: ones).
+    """
+    outs = [(t, g if g is not None else torch.ones_like(t)) for t, g in zip(outputs, grad_outputs, strict=True)
+            if t.requires_grad]
+    root_edges = [_edge(t) for t, _ in outs]
+    parents = _graph([e.node for e in root_edges])
+    grad_inputs = [x for x in inputs if x.requires_grad]
+    on_input_path = _ancestors([_edge(x).node for x in grad_inputs], parents)
+    boundary = on_input_path | {e.node for e in root_edges}
+
+    groups = _group_params(params, parents, boundary)
 
     # roots outside the input path: B never runs them, their gradients are the given ones
     recorded: dict[Node, tuple[torch.Tensor | None, ...]] = {}
