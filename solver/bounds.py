@@ -30,6 +30,16 @@ bounds ``d``'s span; e.g. ``J = {B, W of d}`` forces the round trip ``F + (forwa
 through the later stages) + m(B+W)``. Since ``makespan >= first start on d + span of d``,
 ``head(F(s_d)) + span bound of d`` bounds the makespan too.
 
+**Microbatch ranks (makespan).** Ops of one class on one device run one at a time, so they start
+and end in the same order. The ``j``-th of them to start (from 0) belongs to a microbatch among
+the first ``j + 1`` whose upstream class ``Y`` ran, and those ``j + 1`` ``Y`` ops are serial on
+``Y``'s device: its head is at least ``head(X) + j·g``, ``g`` the longest upstream class duration.
+Symmetrically the ``k`` last to end feed ``k`` serial ops of a downstream class ``Z``, which
+stretches the earliest of them's tail to ``head(Z) + k·dur(Z) + tail(Z) - end(X)``.
+Jackson's preemptive schedule on these per-op heads and tails is the exact one-machine
+preemptive optimum (Carlier's bound), a relaxation of the device. Used up to
+:data:`RANK_BOUND_MAX_OPS` ops (it is ``O(n log n)`` in Python).
+
 **Memory lanes.** When every microbatch-stage on device ``d`` holds a non-negative amount of
 memory at all times (``dF >= 0`` and ``dF + dB >= 0`` on each of its stages), microbatch ``i`` holds
 at least ``dF(s)`` from ``F(s, i)``'s start until ``B(s, i)``'s end, an interval at least the round
@@ -41,11 +51,15 @@ also holds ``min(dF, dF + dB)`` until ``W(s, i)`` ends: ``ceil(m / k') (R(s) + W
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .instance import Instance, OpId
+
+#: Above this many ops the per-op (microbatch rank) bound is skipped to keep bounds cheap.
+RANK_BOUND_MAX_OPS = 20_000
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,78 @@ def subset_bound(jobs: Sequence[tuple[float, float, float]]) -> float:
             total += w
             best = max(best, a + total + q)
     return best
+
+
+def jackson_preemptive(jobs: Sequence[tuple[float, float, float]]) -> float:
+    """``max(C_j + q_j)`` of Jackson's preemptive schedule for (head, work, tail) jobs.
+
+    At every moment run the released job with the largest tail, preempting on each release:
+    optimal for one machine with preemption, so a lower bound without it.
+    """
+    ordered = sorted(jobs)
+    heap: list[tuple[float, float]] = []
+    t, i, best = 0.0, 0, 0.0
+    while i < len(ordered) or heap:
+        if not heap:
+            t = max(t, ordered[i][0])
+        while i < len(ordered) and ordered[i][0] <= t:
+            r, work, q = ordered[i]
+            heapq.heappush(heap, (-q, work))
+            i += 1
+        neg_q, left = heapq.heappop(heap)
+        run = min(left, (ordered[i][0] if i < len(ordered) else math.inf) - t)
+        t += run
+        if left - run > 1e-12:
+            heapq.heappush(heap, (neg_q, left - run))
+        else:
+            best = max(best, t - neg_q)
+    return best
+
+
+def rank_makespan_bound(inst: Instance) -> float:
+    """Per-device Jackson bound with per-microbatch-rank heads and tails (module docstring).
+
+    Heads: the ``j``-th (from 0) ``X`` op to start waits for ``j + 1`` serial ops of an upstream
+    class ``Y``: ``head(X) + j·dur(Y)`` (the chain to ``X`` is one path, so distances are head
+    differences). Tails: the ``k`` last ``X`` ops to end feed ``k`` serial ops of a downstream class
+    ``Z``: the earliest of them has tail ``max_Z head(Z) + k·dur(Z) + tail(Z) - end(X)``.
+    """
+    S, m = inst.num_stages, inst.microbatches
+    if S * m * len(inst.kinds) > RANK_BOUND_MAX_OPS:
+        return 0.0
+    classes = {c.op: c for c in op_classes(inst)}
+    chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
+    pos = {op: k for k, op in enumerate(chain)}
+    before = [0.0] * (len(chain) + 1)  # before[k]: longest class duration among chain[:k]
+    for k, op in enumerate(chain):
+        before[k + 1] = max(before[k], classes[op].duration)
+
+    def hanging(k: int) -> list[OpClass]:
+        """The chain op at position k and the W hanging off it."""
+        op = chain[k]
+        w = OpId("W", op.stage, 0)
+        return [classes[op], classes[w]] if w in classes and op.kind == "B" else [classes[op]]
+
+    def reach(z: OpClass, k: int) -> float:
+        """Latest end forced by ``k`` serial ops of class ``z``, from their earliest input."""
+        return z.head + k * z.duration + z.tail
+
+    jobs: list[list[tuple[float, float, float]]] = [[] for _ in range(inst.devices)]
+    for k_last in range(1, m + 1):  # the k_last ops of a class that end last
+        suffix = [0.0] * (len(chain) + 1)  # suffix[k]: max reach over chain[k:] and their Ws
+        for k in reversed(range(len(chain))):
+            suffix[k] = max([suffix[k + 1]] + [reach(z, k_last) for z in hanging(k)])
+        j = m - k_last  # its start rank
+        for c in classes.values():
+            end = c.head + c.duration
+            if c.op.kind == "W":
+                head, tail = c.head + j * before[pos[OpId("B", c.op.stage, 0)] + 1], 0.0
+            else:
+                k = pos[c.op]
+                down = max([suffix[k + 1]] + [reach(z, k_last) for z in hanging(k)[1:]])
+                head, tail = c.head + j * before[k], max(0.0, down - end)
+            jobs[inst.device(c.op)].append((head, c.duration, tail))
+    return max((jackson_preemptive(j) for j in jobs if j), default=0.0)
 
 
 def _device_classes(inst: Instance) -> list[list[OpClass]]:
@@ -186,8 +272,8 @@ def device_span_bounds(inst: Instance) -> list[float]:
 
 
 def makespan_lower_bound(inst: Instance) -> float:
-    """Per-device subset bound with absolute heads/tails, first start + span bound, memory lanes."""
-    best = _old_makespan_bound(inst)
+    """Per-device subset and rank bounds with absolute heads/tails, first start + span, memory lanes."""
+    best = max(_old_makespan_bound(inst), rank_makespan_bound(inst))
     spans = device_span_bounds(inst)
     by_op = {c.op: c for c in op_classes(inst)}
     for d in range(inst.devices):  # lanes start no earlier than F's head; the last op's tail follows

@@ -15,6 +15,7 @@ from pipesched.solver.bounds import (
     device_span_bounds,
     lower_bound,
     makespan_lower_bound,
+    rank_makespan_bound,
     subset_bound,
 )
 
@@ -135,10 +136,10 @@ def test_subset_bound_picks_the_best_window() -> None:
 
 
 HEURISTICS = ("gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v", "dualpipe-v", "greedy")
-stage_costs = st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.5, 4.0]), min_size=8, max_size=8)
+stage_costs = st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.5, 4.0, 7.0]), min_size=8, max_size=8)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     shape=st.sampled_from([(1, 1, "loop"), (2, 1, "loop"), (4, 1, "loop"), (3, 2, "loop"), (2, 2, "v"), (4, 2, "v")]),
     m=st.integers(1, 6),
@@ -178,3 +179,21 @@ def test_memory_lanes_are_ignored_when_a_stage_can_free_memory_early() -> None:
     inst = Instance.from_problem(problem)
     assert lower_bound(inst) <= optimum(problem) + 1e-9
     assert device_span_bounds(inst)[0] < 15.0
+
+
+def test_rank_tails_follow_the_path_through_the_serial_class_not_the_longest_branch() -> None:
+    # regression: W(2) = 7 is downstream of F(0), but the path through it is shorter than F(0)'s
+    # tail, so "tail + (k-1)·7" overshot zb-h1's makespan of 42.75
+    problem = Problem(devices=4, microbatches=2, costs={
+        "forward": [4.0, 0.25, 1.0, 1.5], "backward_input": [0.25, 4.0, 0.25, 4.0],
+        "backward_weight": [4.0, 0.0, 7.0, 1.0], "comm": 3.0})
+    inst = Instance.from_problem(problem)
+    assert rank_makespan_bound(inst) <= lower_bound(inst) <= solve(problem, "zb-h1").objective_value == 42.75
+
+
+def test_rank_heads_and_tails_close_the_gap_behind_a_slow_first_stage() -> None:
+    # F(0) = 4 spaces the microbatches 4 apart: without ranks the bound is 25.5, the optimum 26.5
+    problem = Problem(devices=3, microbatches=3, costs={
+        "forward": [4.0, 0.5, 1.0], "backward_input": [0.5, 2.0, 2.0], "backward_weight": [1.0, 4.0, 0.5]})
+    inst = Instance.from_problem(problem)
+    assert rank_makespan_bound(inst) == 26.5 == lower_bound(inst) == optimum(problem)
