@@ -60,6 +60,8 @@ from .instance import Instance, OpId
 
 #: Above this many ops the per-op (microbatch rank) bound is skipped to keep bounds cheap.
 RANK_BOUND_MAX_OPS = 20_000
+#: The same for the per-device span version, which costs ``O(p · m · S)``.
+RANK_SPAN_MAX_WORK = 10_000
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,73 @@ def rank_makespan_bound(inst: Instance) -> float:
     return max((jackson_preemptive(j) for j in jobs if j), default=0.0)
 
 
+def rank_span_bounds(inst: Instance) -> list[float]:
+    """Per-device span bound: Jackson's schedule on per-rank heads and tails relative to the device.
+
+    As :func:`rank_makespan_bound`, measured from the device's first start ``t0`` (an ``F`` of its
+    lowest stage ``s_d``) and to its last end ``T_d``. Upstream classes count only from ``F(s_d)`` on
+    (their ops start after ``t0``); a downstream class ``Z`` counts with the latest end it forces
+    *on this device* (``Z`` itself or a descendant of it on ``d``), since only those lie before ``T_d``.
+    """
+    S, m, p = inst.num_stages, inst.microbatches, inst.devices
+    if p * m * 2 * S > RANK_SPAN_MAX_WORK:
+        return [0.0] * p
+    classes = {c.op: c for c in op_classes(inst)}
+    chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
+    return [_rank_span_of_device(inst, d, classes, chain) if stages else 0.0
+            for d, stages in enumerate(inst.stages_of_device)]
+
+
+def _rank_span_of_device(inst: Instance, d: int, classes: dict[OpId, OpClass], chain: list[OpId]) -> float:
+    m = inst.microbatches
+    pos = {op: k for k, op in enumerate(chain)}
+    first = min(inst.stages_of_device[d])  # chain position of F(s_d)
+    t_first = classes[OpId("F", first, 0)].head
+
+    def group(k: int) -> list[OpClass]:
+        op = chain[k]
+        w = OpId("W", op.stage, 0)
+        return [classes[op], classes[w]] if op.kind == "B" and w in classes else [classes[op]]
+
+    # on_d_after[k]: latest chain end of an op on d among chain[k:] and their Ws
+    on_d_after = [-math.inf] * (len(chain) + 1)
+    for k in reversed(range(len(chain))):
+        ends = [c.head + c.duration for c in group(k) if inst.device(c.op) == d]
+        on_d_after[k] = max([on_d_after[k + 1], *ends])
+
+    def reach(c: OpClass, count: int) -> float:
+        """Latest end on d forced by ``count`` serial ops of class ``c`` (-inf if none)."""
+        end = c.head + c.duration
+        if c.op.kind == "W":
+            latest = end if inst.device(c.op) == d else -math.inf
+        else:
+            k = pos[c.op]
+            own = [x.head + x.duration for x in group(k) if inst.device(x.op) == d]
+            latest = max([on_d_after[k + 1], *own])
+        return c.head + count * c.duration + (latest - end)
+
+    before = [0.0] * (len(chain) + 1)  # longest duration among chain[first:k]
+    for k in range(first, len(chain)):
+        before[k + 1] = max(before[k], classes[chain[k]].duration)
+    mine = [c for c in classes.values() if inst.device(c.op) == d]
+    jobs: list[tuple[float, float, float]] = []
+    for count in range(1, m + 1):  # the `count` ops of a class that end last
+        suffix = [-math.inf] * (len(chain) + 1)
+        for k in reversed(range(first, len(chain))):
+            suffix[k] = max([suffix[k + 1], *(reach(c, count) for c in group(k))])
+        j = m - count  # start rank of the earliest of them
+        for c in mine:
+            end = c.head + c.duration
+            if c.op.kind == "W":
+                head, down = c.head + j * before[pos[OpId("B", c.op.stage, 0)] + 1], -math.inf
+            else:
+                k = pos[c.op]
+                down = max([suffix[k + 1], *(reach(x, count) for x in group(k)[1:])])
+                head = c.head + j * before[k]
+            jobs.append((head - t_first, c.duration, max(0.0, down - end)))
+    return jackson_preemptive(jobs)
+
+
 def _device_classes(inst: Instance) -> list[list[OpClass]]:
     out: list[list[OpClass]] = [[] for _ in range(inst.devices)]
     for c in op_classes(inst):
@@ -265,8 +334,9 @@ def device_span_bounds(inst: Instance) -> list[float]:
     trip of the microbatch it starts with.
     """
     work = inst.device_work()
+    ranks = rank_span_bounds(inst)
     return [
-        max(subset_bound(_relative_jobs(inst, classes)), work[d], _lane_span(inst, d)) if classes else 0.0
+        max(subset_bound(_relative_jobs(inst, classes)), work[d], _lane_span(inst, d), ranks[d]) if classes else 0.0
         for d, classes in enumerate(_device_classes(inst))
     ]
 
