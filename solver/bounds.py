@@ -30,8 +30,8 @@ bounds ``d``'s span; e.g. ``J = {B, W of d}`` forces the round trip ``F + (forwa
 through the later stages) + m(B+W)``. Since ``makespan >= first start on d + span of d``,
 ``head(F(s_d)) + span bound of d`` bounds the makespan too.
 
-**Microbatch ranks (makespan, and each device's span in its own frame).** Ops of one class on one device run one at a time, so they start
-and end in the same order. The ``j``-th of them to start (from 0) belongs to a microbatch among
+**Microbatch ranks (makespan, and each device's span in its own frame).** Ops of one class on
+one device run one at a time, so they start and end in the same order. The ``j``-th of them to start (from 0) belongs to a microbatch among
 the first ``j + 1`` whose upstream class ``Y`` ran, and those ``j + 1`` ``Y`` ops are serial on
 ``Y``'s device: its head is at least ``head(X) + j·g``, ``g`` the longest upstream class duration.
 Symmetrically the ``k`` last to end feed ``k`` serial ops of a downstream class ``Z``, which
