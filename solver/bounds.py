@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .instance import Instance, OpId
@@ -144,50 +144,77 @@ def jackson_preemptive(jobs: Sequence[tuple[float, float, float]]) -> float:
     return best
 
 
-def rank_makespan_bound(inst: Instance) -> float:
-    """Per-device Jackson bound with per-microbatch-rank heads and tails (module docstring).
+@dataclass(frozen=True)
+class _Chain:
+    """One microbatch's chain of classes in order, with the W hanging off each B."""
+
+    classes: dict[OpId, OpClass]
+    chain: list[OpId]
+
+    @classmethod
+    def of(cls, inst: Instance) -> _Chain:
+        S = inst.num_stages
+        chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
+        return cls({c.op: c for c in op_classes(inst)}, chain)
+
+    def position(self, op: OpId) -> int:
+        """Chain position of ``op``; a W sits at its B's position."""
+        s = len(self.chain) // 2
+        return op.stage if op.kind == "F" else 2 * s - 1 - op.stage
+
+    def group(self, k: int) -> list[OpClass]:
+        """The chain class at position ``k`` and the W hanging off it."""
+        op = self.chain[k]
+        w = OpId("W", op.stage, 0)
+        return [self.classes[op], self.classes[w]] if op.kind == "B" and w in self.classes else [self.classes[op]]
+
+
+def _rank_jobs(ch: _Chain, mine: list[OpClass], first: int, latest: Callable[[OpClass], float],
+               m: int) -> list[tuple[OpClass, tuple[float, float, float]]]:
+    """Each op of ``mine`` as its class and (head, duration, tail), by rank (module docstring).
 
     Heads: the ``j``-th (from 0) ``X`` op to start waits for ``j + 1`` serial ops of an upstream
-    class ``Y``: ``head(X) + j·dur(Y)`` (the chain to ``X`` is one path, so distances are head
-    differences). Tails: the ``k`` last ``X`` ops to end feed ``k`` serial ops of a downstream class
-    ``Z``: the earliest of them has tail ``max_Z head(Z) + k·dur(Z) + tail(Z) - end(X)``.
+    class ``Y`` (from chain position ``first`` on): ``head(X) + j·dur(Y)``; the chain to ``X`` is
+    one path, so distances are head differences. Tails: the ``k`` last ``X`` ops to end feed ``k``
+    serial ops of a downstream class ``Z``, and ``latest(Z)`` is the latest end one ``Z`` op forces
+    in the frame: the earliest of them has tail ``max_Z head(Z) + k·dur(Z) + latest(Z) - end(Z)
+    - end(X)``.
     """
-    S, m = inst.num_stages, inst.microbatches
-    if S * m * len(inst.kinds) > RANK_BOUND_MAX_OPS:
-        return 0.0
-    classes = {c.op: c for c in op_classes(inst)}
-    chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
-    pos = {op: k for k, op in enumerate(chain)}
-    before = [0.0] * (len(chain) + 1)  # before[k]: longest class duration among chain[:k]
-    for k, op in enumerate(chain):
-        before[k + 1] = max(before[k], classes[op].duration)
+    n = len(ch.chain)
+    before = [0.0] * (n + 1)  # before[k]: longest class duration among chain[first:k]
+    for k in range(first, n):
+        before[k + 1] = max(before[k], ch.classes[ch.chain[k]].duration)
 
-    def hanging(k: int) -> list[OpClass]:
-        """The chain op at position k and the W hanging off it."""
-        op = chain[k]
-        w = OpId("W", op.stage, 0)
-        return [classes[op], classes[w]] if w in classes and op.kind == "B" else [classes[op]]
+    def reach(c: OpClass, count: int) -> float:
+        return c.head + count * c.duration + latest(c) - (c.head + c.duration)
 
-    def reach(z: OpClass, k: int) -> float:
-        """Latest end forced by ``k`` serial ops of class ``z``, from their earliest input."""
-        return z.head + k * z.duration + z.tail
-
-    jobs: list[list[tuple[float, float, float]]] = [[] for _ in range(inst.devices)]
-    for k_last in range(1, m + 1):  # the k_last ops of a class that end last
-        suffix = [0.0] * (len(chain) + 1)  # suffix[k]: max reach over chain[k:] and their Ws
-        for k in reversed(range(len(chain))):
-            suffix[k] = max([suffix[k + 1]] + [reach(z, k_last) for z in hanging(k)])
-        j = m - k_last  # its start rank
-        for c in classes.values():
-            end = c.head + c.duration
+    jobs = []
+    for count in range(1, m + 1):  # the `count` ops of a class that end last
+        suffix = [-math.inf] * (n + 1)  # suffix[k]: max reach over chain[k:] and their Ws
+        for k in reversed(range(first, n)):
+            suffix[k] = max([suffix[k + 1], *(reach(c, count) for c in ch.group(k))])
+        j = m - count  # start rank of the earliest of them
+        for c in mine:
+            k = ch.position(c.op)
             if c.op.kind == "W":
-                head, tail = c.head + j * before[pos[OpId("B", c.op.stage, 0)] + 1], 0.0
+                head, down = c.head + j * before[k + 1], -math.inf
             else:
-                k = pos[c.op]
-                down = max([suffix[k + 1]] + [reach(z, k_last) for z in hanging(k)[1:]])
-                head, tail = c.head + j * before[k], max(0.0, down - end)
-            jobs[inst.device(c.op)].append((head, c.duration, tail))
-    return max((jackson_preemptive(j) for j in jobs if j), default=0.0)
+                head = c.head + j * before[k]
+                down = max([suffix[k + 1], *(reach(x, count) for x in ch.group(k)[1:])])
+            jobs.append((c, (head, c.duration, max(0.0, down - c.head - c.duration))))
+    return jobs
+
+
+def rank_makespan_bound(inst: Instance) -> float:
+    """Per-device Jackson bound with per-microbatch-rank heads and tails (:func:`_rank_jobs`)."""
+    if inst.num_stages * inst.microbatches * len(inst.kinds) > RANK_BOUND_MAX_OPS:
+        return 0.0
+    ch = _Chain.of(inst)
+    per_device: list[list[tuple[float, float, float]]] = [[] for _ in range(inst.devices)]
+    everything = list(ch.classes.values())
+    for c, job in _rank_jobs(ch, everything, 0, lambda c: c.head + c.duration + c.tail, inst.microbatches):
+        per_device[inst.device(c.op)].append(job)
+    return max((jackson_preemptive(jobs) for jobs in per_device if jobs), default=0.0)
 
 
 def rank_span_bounds(inst: Instance) -> list[float]:
@@ -201,60 +228,29 @@ def rank_span_bounds(inst: Instance) -> list[float]:
     S, m, p = inst.num_stages, inst.microbatches, inst.devices
     if p * m * 2 * S > RANK_SPAN_MAX_WORK:
         return [0.0] * p
-    classes = {c.op: c for c in op_classes(inst)}
-    chain = [OpId("F", s, 0) for s in range(S)] + [OpId("B", s, 0) for s in reversed(range(S))]
-    return [_rank_span_of_device(inst, d, classes, chain) if stages else 0.0
-            for d, stages in enumerate(inst.stages_of_device)]
+    ch = _Chain.of(inst)
+    return [_rank_span_of_device(inst, d, ch) if stages else 0.0 for d, stages in enumerate(inst.stages_of_device)]
 
 
-def _rank_span_of_device(inst: Instance, d: int, classes: dict[OpId, OpClass], chain: list[OpId]) -> float:
-    m = inst.microbatches
-    pos = {op: k for k, op in enumerate(chain)}
+def _rank_span_of_device(inst: Instance, d: int, ch: _Chain) -> float:
     first = min(inst.stages_of_device[d])  # chain position of F(s_d)
-    t_first = classes[OpId("F", first, 0)].head
-
-    def group(k: int) -> list[OpClass]:
-        op = chain[k]
-        w = OpId("W", op.stage, 0)
-        return [classes[op], classes[w]] if op.kind == "B" and w in classes else [classes[op]]
-
-    # on_d_after[k]: latest chain end of an op on d among chain[k:] and their Ws
-    on_d_after = [-math.inf] * (len(chain) + 1)
-    for k in reversed(range(len(chain))):
-        ends = [c.head + c.duration for c in group(k) if inst.device(c.op) == d]
+    t_first = ch.classes[OpId("F", first, 0)].head
+    n = len(ch.chain)
+    on_d_after = [-math.inf] * (n + 1)  # latest chain end of an op on d among chain[k:] and their Ws
+    for k in reversed(range(n)):
+        ends = [c.head + c.duration for c in ch.group(k) if inst.device(c.op) == d]
         on_d_after[k] = max([on_d_after[k + 1], *ends])
 
-    def reach(c: OpClass, count: int) -> float:
-        """Latest end on d forced by ``count`` serial ops of class ``c`` (-inf if none)."""
-        end = c.head + c.duration
+    def latest(c: OpClass) -> float:
+        """Latest chain end on d among ``c`` and its descendants (-inf if none)."""
         if c.op.kind == "W":
-            latest = end if inst.device(c.op) == d else -math.inf
-        else:
-            k = pos[c.op]
-            own = [x.head + x.duration for x in group(k) if inst.device(x.op) == d]
-            latest = max([on_d_after[k + 1], *own])
-        return c.head + count * c.duration + (latest - end)
+            return c.head + c.duration if inst.device(c.op) == d else -math.inf
+        k = ch.position(c.op)
+        return max([on_d_after[k + 1], *(x.head + x.duration for x in ch.group(k) if inst.device(x.op) == d)])
 
-    before = [0.0] * (len(chain) + 1)  # longest duration among chain[first:k]
-    for k in range(first, len(chain)):
-        before[k + 1] = max(before[k], classes[chain[k]].duration)
-    mine = [c for c in classes.values() if inst.device(c.op) == d]
-    jobs: list[tuple[float, float, float]] = []
-    for count in range(1, m + 1):  # the `count` ops of a class that end last
-        suffix = [-math.inf] * (len(chain) + 1)
-        for k in reversed(range(first, len(chain))):
-            suffix[k] = max([suffix[k + 1], *(reach(c, count) for c in group(k))])
-        j = m - count  # start rank of the earliest of them
-        for c in mine:
-            end = c.head + c.duration
-            if c.op.kind == "W":
-                head, down = c.head + j * before[pos[OpId("B", c.op.stage, 0)] + 1], -math.inf
-            else:
-                k = pos[c.op]
-                down = max([suffix[k + 1], *(reach(x, count) for x in group(k)[1:])])
-                head = c.head + j * before[k]
-            jobs.append((head - t_first, c.duration, max(0.0, down - end)))
-    return jackson_preemptive(jobs)
+    mine = [c for c in ch.classes.values() if inst.device(c.op) == d]
+    jobs = _rank_jobs(ch, mine, first, latest, inst.microbatches)
+    return jackson_preemptive([(h - t_first, w, q) for _, (h, w, q) in jobs])
 
 
 def _device_classes(inst: Instance) -> list[list[OpClass]]:
