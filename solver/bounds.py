@@ -158,9 +158,12 @@ class _Chain:
         return cls({c.op: c for c in op_classes(inst)}, chain)
 
     def position(self, op: OpId) -> int:
-        """Chain position of ``op``; a W sits at its B's position."""
-        s = len(self.chain) // 2
-        return op.stage if op.kind == "F" else 2 * s - 1 - op.stage
+        return self.position_in(len(self.chain) // 2)(op)
+
+    @staticmethod
+    def position_in(stages: int) -> Callable[[OpId], int]:
+        """Chain position of an op in a model of ``stages`` stages; a W sits at its B's position."""
+        return lambda op: op.stage if op.kind == "F" else 2 * stages - 1 - op.stage
 
     def group(self, k: int) -> list[OpClass]:
         """The chain class at position ``k`` and the W hanging off it."""
@@ -267,21 +270,18 @@ def _relative_jobs(inst: Instance, classes: list[OpClass]) -> list[tuple[float, 
     descendants on the same device, minus ``X``'s own end along the chain (0 if none).
     """
     first = min(c.head for c in classes)  # F of the device's lowest stage
-    chain_end = {c.op: c.head + c.duration for c in classes}
+    position = _Chain.position_in(inst.num_stages)
 
     def descends(z: OpId, x: OpId) -> bool:
-        """Is ``z`` a later op of the same microbatch than ``x`` (same device assumed)?"""
+        """Is ``z`` a later op of the same microbatch than ``x``? (A W sits at its B's position.)"""
         if z == x or x.kind == "W":
             return False
-        pos = {"F": lambda s: s, "B": lambda s: 2 * inst.num_stages - 1 - s}
-        if z.kind == "W":
-            return x.kind == "F" or (x.kind == "B" and x.stage > z.stage) or (x == OpId("B", z.stage, 0))
-        return pos[z.kind](z.stage) > pos[x.kind](x.stage)
+        return position(z) >= position(x) if z.kind == "W" else position(z) > position(x)
 
     jobs = []
     for c in classes:
-        later = [chain_end[z.op] for z in classes if descends(z.op, c.op)]
-        tail = max(later) - chain_end[c.op] if later else 0.0
+        later = [z.head + z.duration for z in classes if descends(z.op, c.op)]
+        tail = max(later) - (c.head + c.duration) if later else 0.0
         jobs.append((c.head - first, inst.microbatches * c.duration, max(0.0, tail)))
     return jobs
 
