@@ -13,8 +13,9 @@ times follow exactly, so the optimum is the best over all orders.
 Search: devices pick their next op in a fixed device priority whenever their previous op has
 been timed, so each tuple of orders is visited once; orders that exceed ``memory.limit`` or
 deadlock die early. Microbatches are interchangeable, so ``F(0, i)`` runs in index order.
-Branch and bound with simple valid bounds (work left per device, chain tails) keeps
-``p, m <= 3`` fast. Import as ``from bruteforce import optimum`` from tests in this folder.
+Branch and bound keeps ``p, m <= 3`` fast: it starts from the best validated heuristic schedule
+as the incumbent and prunes with its own simple bounds (work left per device, chain tails, the
+longest path inside a device's window), never with :mod:`pipesched.solver.bounds`, which it tests. Import as ``from bruteforce import optimum`` from tests in this folder.
 """
 
 from __future__ import annotations
