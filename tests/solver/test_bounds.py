@@ -197,3 +197,10 @@ def test_rank_heads_and_tails_close_the_gap_behind_a_slow_first_stage() -> None:
         "forward": [4.0, 0.5, 1.0], "backward_input": [0.5, 2.0, 2.0], "backward_weight": [1.0, 4.0, 0.5]})
     inst = Instance.from_problem(problem)
     assert rank_makespan_bound(inst) == 26.5 == lower_bound(inst) == optimum(problem)
+
+
+def test_brute_force_says_none_when_no_order_fits_the_memory_limit() -> None:
+    assert optimum(Problem(devices=2, microbatches=2, memory={"limit": 0.5})) is None
+    # one microbatch at a time on device 0: 2 x (F + F + B + B + W) = 10, and the lanes bound sees it
+    one_at_a_time = Problem(devices=2, microbatches=2, memory={"limit": 1})
+    assert optimum(one_at_a_time) == 10.0 == lower_bound(Instance.from_problem(one_at_a_time))
