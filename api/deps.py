@@ -18,12 +18,17 @@ async def service(request: Request) -> Service:
 _REFUSED = "missing or wrong bearer token: send 'Authorization: Bearer <token>'"
 
 
+def token_ok(token: str | None, authorization: str | None) -> bool:
+    """True when the service has no token or ``authorization`` is ``Bearer <token>``."""
+    if not token:
+        return True
+    scheme, _, given = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode())
+
+
 def token_refusal(token: str | None, authorization: str | None) -> JSONResponse | None:
     """401 when the service has a token and ``authorization`` is not ``Bearer <token>``."""
-    if not token:
-        return None
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), token.encode()):
+    if token_ok(token, authorization):
         return None
     return JSONResponse({"detail": _REFUSED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 

@@ -62,7 +62,7 @@ async def solve(request: Request) -> Response:
     body = await request.body()
     accepted = svc.accepted.get(body)  # a body seen before skips validation and canonicalisation
     if accepted is None:
-        checked = _accept(body, svc.settings)
+        checked = accept(body, svc.settings)
         if isinstance(checked, JSONResponse):
             return checked
         accepted = svc.accepted.put(body, checked)
@@ -96,7 +96,7 @@ async def solve(request: Request) -> Response:
     return failed_job_response(job)
 
 
-def _accept(body: bytes, settings: Settings) -> Accepted | JSONResponse:
+def accept(body: bytes, settings: Settings) -> Accepted | JSONResponse:
     """Parse and check a request body: the request to act on, or the 422 saying what is wrong."""
     try:
         req = SolveRequest.model_validate_json(body)

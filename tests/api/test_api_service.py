@@ -52,6 +52,21 @@ def test_an_equivalent_differently_written_problem_is_served_from_the_cache(serv
     assert server.metric('pipesched_solves_total{outcome="ok"}') == solves
 
 
+def test_a_cache_hit_returns_the_bytes_of_the_solving_answer_and_is_counted(server: Server) -> None:
+    body = {"problem": {"devices": 2, "microbatches": 11, "costs": {"comm": 0.5}}, "method": "gpipe"}
+    first = server.post(body)  # a miss: the route solves
+    assert first.json()["cached"] is False
+    counted = 'pipesched_http_requests_total{route="/v1/solve",method="POST",status="200"}'
+    hits, requests = server.metric("pipesched_cache_hits_total"), server.metric(counted)
+    indented = httpx.post(f"{server.url}/v1/solve", content=json.dumps(body, indent=2),
+                          headers={"content-type": "application/json"})
+    repeat = server.post(body)
+    expected = first.content.replace(b'"cached":false', b'"cached":true', 1)
+    assert indented.content == expected and repeat.content == expected
+    assert repeat.headers["content-type"] == "application/json"
+    assert server.metric("pipesched_cache_hits_total") == hits + 2 and server.metric(counted) == requests + 2
+
+
 def test_a_larger_budget_resolves_a_non_optimal_entry_and_a_smaller_one_is_a_hit(server: Server) -> None:
     problem = {"devices": 2, "microbatches": 7}
     assert server.post({"problem": problem, "method": "1f1b", "time_limit_s": 1}).json()["cached"] is False
@@ -154,6 +169,8 @@ def test_post_needs_the_token_when_one_is_set(strict: Server) -> None:
     assert strict.post(body, headers={"authorization": "Bearer wrong"}).status_code == 401
     r = strict.post(body, headers=AUTH)
     assert r.status_code == 200
+    assert strict.post(body).status_code == 401  # the same bytes, now cached, still need the token
+    assert strict.post(body, headers=AUTH).json()["cached"] is True
     assert strict.get(f"/v1/schedules/{r.json()['key']}").status_code == 200  # reads stay open
     assert strict.get("/healthz").status_code == 200
 
