@@ -206,7 +206,10 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     deadline = t0 + options.time_limit_s - finish_margin(inst)
     left = deadline - time.perf_counter()
     closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
-    if closed or left <= 0.05:
+    from .auto import FULL_MODEL_OPS
+
+    too_big = len(inst.kinds) * inst.num_stages * inst.microbatches > FULL_MODEL_OPS
+    if closed or left <= 0.05 or too_big:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))
     else:
         res = solve_model(inst, inc, left, options.workers, deadline=deadline,

@@ -178,7 +178,7 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
 
 
 #: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
-GRID_WORK = 60_000
+GRID_WORK = 250_000
 
 
 def policies(inst: Instance) -> list[Policy]:
@@ -192,9 +192,10 @@ def policies(inst: Instance) -> list[Policy]:
         extras.append(x)
         x *= 2
     extras.append(None)
-    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(0, "eager", scale=2.0), Policy(-1, "eager", scale=2.0),
-            Policy(-2, "eager", scale=2.25), Policy(-2, "eager", scale=2.1), Policy(0, "eager", scale=1.95),
-            Policy(-1, "eager", scale=1.9)]
+    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(-2, "eager", scale=2.06), Policy(0, "eager", scale=2.0),
+            Policy(-1, "eager", scale=2.0), Policy(-2, "eager", scale=2.25), Policy(-2, "eager", scale=2.1),
+            Policy(0, "eager", scale=1.95), Policy(-1, "eager", scale=1.9), Policy(-1, "eager", scale=2.03),
+            Policy(-3, "eager", scale=2.06), Policy(-2, "eager", scale=2.15)]
     scaled = [Policy(e, w, scale=a) for w in ("eager", "fits") for a in (2.0, 2.25, 1.9, 1.5, 2.5, 3.0)
               for e in (-2, -1, 0, 1)]
     rest = [Policy(e, w, f, b) for b in (False, True) for f in (False, True) for w in ("fits", "eager")
