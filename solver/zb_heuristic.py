@@ -200,7 +200,8 @@ def policies(inst: Instance) -> list[Policy]:
               for e in (-2, -1, 0, 1)]
     rest = [Policy(e, w, f, b) for b in (False, True) for f in (False, True) for w in ("fits", "eager")
             for e in extras]
-    grid = list(dict.fromkeys(head + scaled + rest))
+    plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
+    grid = list(dict.fromkeys(head + plain + scaled + rest))
     ops = len(inst.kinds) * inst.num_stages * inst.microbatches
     return grid[: min(48, max(len(head), GRID_WORK // max(1, ops)))]
 
