@@ -10,6 +10,11 @@
    ``FULL_MODEL_OPS`` ops.
 Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
 time limits, fixed seeds, fixed candidate order), so the same problem gives the same schedule.
+
+Time limit: every optional phase is sized from the *nominal* budget ``options.time_limit_s`` (so
+the result does not depend on the clock) using measured per-op costs, and skipped when its
+estimated cost does not fit; the wall clock is only checked as a safety net on an overloaded
+machine. The first valid heuristic order is always kept, so a tiny limit still returns a schedule.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import time
 from .bounds import lower_bound as analytic_lower_bound
 from .build import no_schedule
 from .cpsat import (
+    BUILD_S_PER_OP,
+    CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     CpsatResult,
     Incumbent,
     finish,
     finish_margin,
     retime,
+    retime_cost,
     solve_model,
 )
 from .errors import InvalidScheduleError, NotApplicableError
@@ -49,25 +57,42 @@ SMALL_OPS = 1000
 FULL_MODEL_OPS = 4000
 #: After this share of the budget the portfolio stops trying further recipes.
 HEURISTIC_SHARE = 0.4
+#: Share of the nominal budget the zero-bubble grid is sized for (:func:`zb_heuristic.policies`).
+GRID_SHARE = 0.25
+#: Measured wall seconds per op (one core, about doubled for a shared machine) of one classic recipe
+#: or greedy run (incl. its validation) and of the relaxations' set-up (see also :mod:`.cpsat`).
+RECIPE_S_PER_OP = 3e-4
+RELAX_S_PER_OP = 1.5e-4
 
 
 def _close(a: float, b: float) -> bool:
     return a - b <= 1e-9 * max(1.0, abs(a))
 
 
+def _ops(inst: Instance) -> int:
+    return len(inst.kinds) * inst.num_stages * inst.microbatches
+
+
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
                          stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
-    """Every heuristic's order that respects the memory limit, in a fixed order (the recipes are
-    skipped when the zero-bubble grid already meets ``bound``, or once ``stop`` has passed and
-    something was found: a safety net on a loaded machine)."""
+    """Every heuristic's order that respects the memory limit, in a fixed order: the zero-bubble grid
+    sized for ``GRID_SHARE`` of the nominal budget, then the recipes while their estimated cost fits
+    ``HEURISTIC_SHARE`` of it (skipped when the grid already meets ``bound``). ``stop`` is the wall
+    safety net: after it, nothing more is tried once something was found."""
     out: list[tuple[str, Incumbent]] = []
-    for k, c in enumerate(zb_candidates(inst)):
+    for k, c in enumerate(zb_candidates(inst, GRID_SHARE * options.time_limit_s, deadline=stop)):
         out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
     if out and _close(min(c.objective for _, c in out), bound):
         return out
+    recipe = RECIPE_S_PER_OP * _ops(inst)
+    spent = GRID_SHARE * options.time_limit_s
     for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in _EXACT or m.applies(problem) or (out and time.perf_counter() > stop):
+        if m.name in _EXACT or m.applies(problem):
             continue
+        if out and (spent + recipe > HEURISTIC_SHARE * options.time_limit_s
+                    or time.perf_counter() + recipe > stop):
+            continue
+        spent += recipe
         try:
             sched = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
         except (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError):
@@ -80,11 +105,16 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
     return out
 
 
-def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]]) -> Incumbent:
-    """The best candidate after optimal re-timing of the few best orders."""
+def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: float = float("inf"),
+                   deadline: float = float("inf")) -> Incumbent:
+    """The best candidate after optimal re-timing of the few best orders (as many as the estimated
+    re-timing cost fits in the nominal ``seconds``; ``deadline`` is the wall safety net)."""
     cands = sorted(cands, key=lambda nc: nc[1].objective)[:2]
+    cost = retime_cost(inst)
     timed = []
-    for _, inc in cands:
+    for k, (_, inc) in enumerate(cands):
+        if (k + 1) * cost > seconds or time.perf_counter() + cost > deadline:
+            break
         try:
             timed.append(retime(inst, inc.order))
         except DeadlockError:
@@ -100,27 +130,31 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     reason = infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, "auto", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
-    deadline = t0 + options.time_limit_s - finish_margin(inst)
-    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * options.time_limit_s,
-                                 bound=combinatorial_bound(inst))
+    limit = options.time_limit_s
+    deadline = t0 + limit - finish_margin(inst)
+    bound = combinatorial_bound(inst)
+    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * limit, bound=bound)
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
-    inc = best_incumbent(inst, cands)
-    bound = combinatorial_bound(inst)
+    inc = best_incumbent(inst, cands, seconds=0.2 * limit, deadline=deadline)
     res = CpsatResult(inc, _close(inc.objective, bound), bound)
 
     def left() -> float:
         return deadline - time.perf_counter()
 
-    nominal = options.time_limit_s * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
-    n_ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    nominal = limit * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
+    n_ops = _ops(inst)
+    rest = (1 - HEURISTIC_SHARE) * limit  # nominal seconds left for the bound and the search
     small = n_ops <= SMALL_OPS  # the full model proves as much
-    if not res.proven_optimal and not small and left() > 0.2:
-        bound = max(bound, relaxation_bound(inst, left() * BOUND_SHARE, upper=inc.objective, hint=inc.start,
-                                            workers=options.workers, dtime=nominal * BOUND_SHARE))
+    relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
+    if not res.proven_optimal and not small and relax <= BOUND_SHARE * rest and left() > relax:
+        share = min(left(), rest) * BOUND_SHARE - 2 * CPSAT_OVERSHOOT_S  # wall net, after the overshoot
+        bound = max(bound, relaxation_bound(inst, share, upper=inc.objective,
+                                            hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
-    if not res.proven_optimal and left() > 0.1 and n_ops <= FULL_MODEL_OPS:
+    search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
+    if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= rest and left() > search:
         res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline,
                           dtime=nominal * (0.8 if small else (1 - BOUND_SHARE) * 0.8))
         bound = max(bound, res.bound or 0.0)

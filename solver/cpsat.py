@@ -78,6 +78,21 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
 
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
 EXACT_TIMING_OPS = 800
+#: Measured wall seconds per op (one core, about doubled for a shared machine) of one exact re-timing
+#: and of building the full model.
+RETIME_S_PER_OP = 5e-4
+BUILD_S_PER_OP = 1e-4
+#: Wall seconds a CP-SAT solve may run past ``max_time_in_seconds``: loading the model and the first
+#: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
+#: with a 0.05 s limit). Callers with a deadline stop the search this much earlier.
+CPSAT_OVERSHOOT_S = 0.3
+
+
+def retime_cost(inst: Instance) -> float:
+    """Estimated wall seconds of :func:`retime` (only the exact stage-span timing costs much)."""
+    ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    exact = inst.objective == "stage_span" and ops <= EXACT_TIMING_OPS
+    return RETIME_S_PER_OP * ops if exact else 5e-5 * ops
 
 
 def retime(inst: Instance, order: Order) -> Incumbent:
@@ -134,8 +149,8 @@ def solve_model(
     add_hint(cm, incumbent.start)
     if extra is not None:
         extra(cm)
-    if deadline is not None:  # building a big model takes real time too
-        seconds = min(seconds, deadline - time.perf_counter())
+    if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing
+        seconds = min(seconds, deadline - time.perf_counter() - CPSAT_OVERSHOOT_S - retime_cost(inst))
     if seconds <= 0.05:
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
@@ -170,11 +185,13 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
     return CpsatResult(best, proven, bound)
 
 
-def warm_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:
-    """The best of the zero-bubble heuristic grid and a caller's hint (if it fits this problem)."""
+def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = None,
+               deadline: float | None = None) -> Incumbent | None:
+    """The best of the zero-bubble heuristic grid (sized for the nominal ``seconds``; ``deadline`` is
+    the wall safety net) and a caller's hint (if it fits this problem)."""
     from .zb_heuristic import zb_candidates
 
-    cands = [Incumbent(c.order, c.start, c.objective) for c in zb_candidates(inst)[:1]]
+    cands = [Incumbent(c.order, c.start, c.objective) for c in zb_candidates(inst, seconds, deadline)[:1]]
     if hint is not None and hint.ops:
         with contextlib.suppress(DeadlockError, KeyError, ValueError):
             cands.append(Incumbent.of(inst, [list(ops) for ops in hint.order()]))
@@ -199,7 +216,7 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     reason = infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, "cpsat", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
-    inc = warm_start(inst, options.hint)
+    inc = warm_start(inst, options.hint, 0.25 * options.time_limit_s, t0 + 0.4 * options.time_limit_s)
     if inc is None:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
@@ -208,8 +225,9 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
     from .auto import FULL_MODEL_OPS
 
-    too_big = len(inst.kinds) * inst.num_stages * inst.microbatches > FULL_MODEL_OPS
-    if closed or left <= 0.05 or too_big:
+    n_ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    too_big = n_ops > FULL_MODEL_OPS or left <= BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1
+    if closed or too_big:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))
     else:
         res = solve_model(inst, inc, left, options.workers, deadline=deadline,

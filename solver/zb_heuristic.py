@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass
 
 from .build import compact
@@ -179,13 +180,17 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
 
 #: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
 GRID_WORK = 250_000
+#: Op-policy products built and timed per nominal second (measured ~40k/s on one unloaded core at
+#: 1.5k ops; halved for a shared machine). A time budget caps the grid at ``seconds * rate / ops``.
+GRID_OPS_PER_SECOND = 20_000
 
 
-def policies(inst: Instance) -> list[Policy]:
+def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
     """The grid, most useful first: the 1F1B warm-up count plus 0 or 1 (best at ``limit = p M_B``),
     about twice it (best at ``2p M_B``: early stages fill the longer round trip), then warm-up
     scales and extras 0, 1, 2, 4, ... up to 2S and unlimited, both W rules, both priorities; truncated to ``GRID_WORK / ops`` entries (at least the head) so that it stays
-    fast (and deterministic: the cut depends on the problem size only)."""
+    fast (and deterministic: the cut depends on the problem size and the nominal budget ``seconds``
+    only, never on a clock); at least one policy is always kept."""
     extras: list[int | None] = [0, 1, 2]
     x = 4
     while x <= 2 * inst.num_stages:
@@ -203,7 +208,10 @@ def policies(inst: Instance) -> list[Policy]:
     plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
     grid = list(dict.fromkeys(head + plain + scaled + rest))
     ops = len(inst.kinds) * inst.num_stages * inst.microbatches
-    return grid[: min(48, max(len(head), GRID_WORK // max(1, ops)))]
+    size = min(48, max(len(head), GRID_WORK // max(1, ops)))
+    if seconds is not None:
+        size = min(size, int(seconds * GRID_OPS_PER_SECOND / max(1, ops)))
+    return grid[: max(1, size)]
 
 
 @dataclass(frozen=True)
@@ -215,10 +223,14 @@ class Candidate:
     makespan: float
 
 
-def zb_candidates(inst: Instance) -> list[Candidate]:
-    """Every policy of the grid that yields an order, timed by :func:`compact`, best first."""
+def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None) -> list[Candidate]:
+    """Every policy of the grid (sized for the nominal budget ``seconds``) that yields an order,
+    timed by :func:`compact`, best first. ``deadline`` (a ``perf_counter`` time) is only a safety
+    net for an overloaded machine: once passed, the grid stops as soon as it has one order."""
     out = []
-    for k, pol in enumerate(policies(inst)):
+    for k, pol in enumerate(policies(inst, seconds)):
+        if out and deadline is not None and time.perf_counter() > deadline:
+            break
         try:
             order = zb_order(inst, pol)
         except DeadlockError:

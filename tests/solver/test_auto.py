@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -86,3 +87,32 @@ def test_auto_gives_the_same_schedule_in_two_processes() -> None:
     outs = [subprocess.run([sys.executable, "-c", _CHILD, case], capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
     assert outs[0] == outs[1]
+
+
+def _sweep_case(costs: list[float], **kw) -> dict:
+    """A problem shaped like ``benchmarks/batch_sweep.py``'s (uneven per-stage costs, B = 1.05 F, W = 0.7 F)."""
+    return dict(costs={"forward": costs, "backward_input": [round(x * 1.05, 3) for x in costs],
+                       "backward_weight": [round(x * 0.7, 3) for x in costs], "comm": 0.0}, **kw)
+
+
+_F16 = [1.349, 1.534, 1.578, 1.036, 1.543, 1.515, 0.868, 1.206, 0.936, 1.524, 1.473, 0.962, 0.927, 1.532, 0.954, 1.111]
+#: Problems that overran short limits: the user's p=8, m=32, v=2 stage-span case (5.9 s at a 1 s limit,
+#: all in the heuristic grid) and memory-capped ones where CP-SAT loads longer than its own time limit.
+SHORT_LIMIT_CASES = {
+    "p8-m32-v2-span": _sweep_case(_F16, devices=8, microbatches=32, stages_per_device=2, objective="stage_span"),
+    "p8-m32-span-capped": _sweep_case(_F16[:8], devices=8, microbatches=32, objective="stage_span",
+                                      memory={"limit": 16.0}),
+    "p2-m32-v2-span-capped": _sweep_case(_F16[:4], devices=2, microbatches=32, stages_per_device=2,
+                                         objective="stage_span", memory={"limit": 4.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_LIMIT_CASES))
+@pytest.mark.parametrize("limit", [0.3, 1.0])
+def test_auto_returns_a_valid_schedule_within_a_short_time_limit(name: str, limit: float) -> None:
+    problem = Problem(**SHORT_LIMIT_CASES[name])
+    t0 = time.perf_counter()
+    sched = solve(problem, "auto", SolveOptions(time_limit_s=limit))
+    took = time.perf_counter() - t0
+    assert sched.status in ("optimal", "feasible") and sched.ops and validate(sched) == []
+    assert took < limit + 1.5, f"{took:.2f} s for a {limit} s limit"  # generous: a shared, loaded machine
