@@ -147,13 +147,56 @@ def round_trip_span_bound(inst: Instance) -> float:
     return best
 
 
+def ramp_span(energy: float, cap: float, l1: float, f: float, r: float) -> float:
+    """Least window length ``T`` whose memory-time capacity reaches ``energy`` once the ramps are counted.
+
+    At ``u`` after the window opens (with an F) at most ``floor(u / f) + 1`` forwards have started, so
+    the memory held is at most ``min(L, L1 (floor(u / f) + 1))``; at ``t`` before it closes every
+    microbatch still holding memory must end its last op (W, or B when fused: duration ``r``) in the
+    last ``t``, and those ends are ``r`` apart, so at most ``min(L, L1 ceil(t / r))`` is held. The
+    capacity ``C(T) = integral over [0, T] of min(head(u), tail(T - u))`` grows with ``T``; bisection
+    returns a value just below the least ``T`` with ``C(T) >= energy`` (it is a valid bound).
+    Without ramps ``C(T) = L T``: the plain ``energy / L``.
+    """
+    plain = energy / cap
+    k = math.ceil(cap / l1 - 1e-12)  # steps until a ramp reaches the cap
+    if f <= 0 or r <= 0 or k > 10_000:
+        return plain
+
+    def head(u: float) -> float:
+        return min(cap, l1 * (math.floor(u / f * (1 + 1e-12)) + 1))
+
+    def tail(t: float) -> float:
+        return min(cap, l1 * math.ceil(t / r * (1 - 1e-12)))
+
+    def capacity(T: float) -> float:
+        cuts = {0.0, T}
+        cuts.update(j * f for j in range(1, k + 1) if j * f < T)
+        cuts.update(T - j * r for j in range(1, k + 1) if T - j * r > 0)
+        pts = sorted(cuts)
+        return sum((b - a) * min(head((a + b) / 2), tail(T - (a + b) / 2)) for a, b in zip(pts, pts[1:], strict=False))
+
+    lo, hi = plain, plain + (k + 1) * (f + r)
+    if capacity(lo) >= energy:
+        return plain
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if capacity(mid) >= energy:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
 def energy_bound(inst: Instance) -> float:
     """Memory-energy bound, any objective (one stage per device).
 
     Microbatch i holds ``L1`` on stage s's device from F(s, i) starting until B(s, i) ends (at least
     the round trip ``R`` plus ``B_s``) and ``L2`` until W(s, i) ends (at least ``W_s`` more). Under
-    the cap ``L`` the device window must hold all that memory-time: ``span >= m (L1 (R + B) + L2 W) / L``.
-    For the makespan the device cannot open its window before its first forward can arrive.
+    the cap ``L`` the device window must hold all that memory-time: ``span >= m (L1 (R + B) + L2 W) / L``,
+    sharpened by the ramps at both ends of the window, where less than ``L`` can be held
+    (:func:`ramp_span`). For the makespan the device cannot open its window before its first forward
+    can arrive.
     """
     if inst.stages_per_device != 1 or not all(math.isfinite(x) for x in inst.limit):
         return 0.0
@@ -172,7 +215,7 @@ def energy_bound(inst: Instance) -> float:
         w = inst.duration["W"][s] if inst.split_backward else 0.0
         trip = f + sum(inst.duration["F"][t] + inst.duration["B"][t] for t in range(s + 1, S))
         trip += sum(2 * inst.link(t, t + 1) for t in range(s, S - 1))
-        span = m * (l1 * (trip + b) + l2 * w) / cap
+        span = ramp_span(m * (l1 * (trip + b) + l2 * w), cap, l1, f, w if inst.split_backward else b)
         best = max(best, span + (arrive if inst.objective == "makespan" else 0.0))
         if s < S - 1:
             arrive += f + inst.link(s, s + 1)

@@ -160,3 +160,31 @@ def test_bubble_ratio_of_a_bound_is_not_above_the_schedules() -> None:
     sched = run(TINY["uneven-span"])
     inst = Instance.from_problem(sched.problem)
     assert bubble_ratio(inst, sched.lower_bound) <= sched.bubble_ratio + 1e-12
+
+
+#: Memory-tight tiny cases (limits below p) where brute force is fast, both objectives, fused backward.
+TIGHT = [dict(devices=p, microbatches=m, memory={"limit": limit}, objective=obj, split_backward=split)
+         for p, m in ((2, 4), (2, 5), (3, 3), (3, 4)) for limit in range(1, p)
+         for obj in ("makespan", "stage_span") for split in (True, False)
+         if not (p == 3 and m == 4 and obj == "stage_span" and split)]  # brute force takes seconds there
+
+
+@pytest.mark.parametrize("case", TIGHT, ids=lambda c: "-".join(str(v) for v in (
+    c["devices"], c["microbatches"], c["memory"]["limit"], c["objective"], c["split_backward"])))
+def test_energy_bound_with_ramps_never_exceeds_the_brute_force_optimum(case: dict) -> None:
+    from bruteforce import optimum
+
+    expected = optimum(Problem(**case))
+    assert expected is not None
+    inst = Instance.from_problem(Problem(**case))
+    assert energy_bound(inst) <= expected + 1e-9
+    assert combinatorial_bound(inst) <= expected + 1e-9
+
+
+def test_ramps_raise_the_energy_bound_above_the_plain_rate() -> None:
+    from pipesched.solver.strong_bounds import ramp_span
+
+    # unit costs, p = 8, limit 4, first device: 8 microbatches hold 1 unit for 17 (round trip 15 + B + W)
+    assert ramp_span(8 * 17, 4, 1, 1, 1) == pytest.approx(37)  # plain energy / L is 34; each ramp loses 6 / 4
+    inst = Instance.from_problem(Problem(devices=4, microbatches=16, memory={"limit": 2}))
+    assert energy_bound(inst) == pytest.approx(73)  # plain: 16 * 9 / 2 = 72
