@@ -62,10 +62,13 @@ class CpsatResult:
 
 
 def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,
-                      dtime: float | None = None) -> None:
+                      dtime: float | None = None, lp: bool = True) -> None:
     """``dtime`` (deterministic time) is what normally stops the search, so results repeat; callers
-    derive it from the nominal budget, never from a measured clock. ``seconds`` is the wall safety net."""
+    derive it from the nominal budget, never from a measured clock. ``seconds`` is the wall safety net.
+    ``lp=False`` turns the linear relaxation off (see :data:`LP_S_PER_OP`)."""
     prm = solver.parameters
+    if not lp:
+        prm.linearization_level = 0
     prm.max_time_in_seconds = max(0.05, seconds)
     prm.max_deterministic_time = max(0.02, dtime if dtime is not None else seconds * DTIME_PER_SECOND)
     prm.num_workers = max(1, workers)
@@ -86,6 +89,13 @@ BUILD_S_PER_OP = 1e-4
 #: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
 #: with a 0.05 s limit). Callers with a deadline stop the search this much earlier.
 CPSAT_OVERSHOOT_S = 0.3
+
+
+#: CP-SAT's first root LP does not look at the clock: at 1536 ops it ran 1.5-2 s past a 1 s limit
+#: (single worker or interleaved), 0.3 s past without it on one worker, and still 1.1 s past on two
+#: (the portfolio's own LP workers). Searches whose wall budget is below this many seconds per op run
+#: on one worker without the linear relaxation.
+LP_S_PER_OP = 1.2e-3
 
 
 def retime_cost(inst: Instance) -> float:
@@ -137,11 +147,12 @@ def solve_model(
 ) -> CpsatResult:
     """One CP-SAT run from ``incumbent``; never returns anything worse than it.
 
-    ``known_bound`` (a proven lower bound, e.g. from :mod:`.strong_bounds`) becomes the cut ``Z >= c``;
+    ``known_bound`` (a proven lower bound, e.g. from :mod:`.strong_bounds`, at least the combinatorial
+    one: it replaces it) becomes the cut ``Z >= c``;
     ``extra`` may add constraints (a neighbourhood), which makes the run's bound meaningless.
     """
     sc = Scaling.of(inst)
-    lb = max(combinatorial_bound(inst), known_bound or 0.0)
+    lb = known_bound if known_bound is not None else combinatorial_bound(inst)  # callers pass the best they have
     lower = model_lower(inst, sc, lb)
     upper = sc.up(incumbent.objective) + 1
     cm = build(inst, sc, graph or OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, incumbent.objective),
@@ -154,7 +165,8 @@ def solve_model(
     if seconds <= 0.05:
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    solver_parameters(solver, seconds, workers, dtime=dtime)
+    lp = seconds >= LP_S_PER_OP * len(inst.kinds) * inst.num_stages * inst.microbatches
+    solver_parameters(solver, seconds, workers if lp else 1, dtime=dtime, lp=lp)
     status = solver.solve(cm.model)
     res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
     if graph is not None:  # a relaxation's incumbent is no schedule of the problem

@@ -179,7 +179,7 @@ def ramp_span(energy: float, cap: float, l1: float, f: float, r: float) -> float
     lo, hi = plain, plain + (k + 1) * (f + r)
     if capacity(lo) >= energy:
         return plain
-    for _ in range(100):
+    for _ in range(60):  # the bracket shrinks below 1e-15 relative
         mid = (lo + hi) / 2
         if capacity(mid) >= energy:
             hi = mid
