@@ -153,7 +153,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     small = n_ops <= SMALL_OPS  # the full model proves as much
     relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
     if not res.proven_optimal and not small and relax <= BOUND_SHARE * rest and left() > relax:
-        share = min(left(), rest) * BOUND_SHARE - 2 * CPSAT_OVERSHOOT_S  # wall net, after the overshoot
+        share = left() * BOUND_SHARE - 2 * CPSAT_OVERSHOOT_S  # wall net, after the overshoot
         bound = max(bound, relaxation_bound(inst, share, upper=inc.objective,
                                             hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
