@@ -45,6 +45,20 @@ def _integral(values: Iterable[float], factor: float) -> bool:
     return all(abs(x * factor - round(x * factor)) <= 1e-9 * max(1.0, abs(x * factor)) for x in values)
 
 
+def _power_of_ten(values: list[float], max_scaled: float) -> tuple[int, bool]:
+    """Coarsest ``10**k`` making every value an integer (exact), else the finest one that keeps
+    the largest value within ``max_scaled`` (inexact: the caller rounds)."""
+    top = max([abs(x) for x in values] + [1e-9])
+    factor = 1
+    for k in range(10):
+        factor = 10**k
+        if _integral(values, factor):
+            return factor, True
+        if top * 10 ** (k + 1) > max_scaled:
+            break
+    return factor, False
+
+
 @dataclass(frozen=True)
 class Scaling:
     """Integer units per caller unit, for time and for memory.
@@ -66,24 +80,9 @@ class Scaling:
     def of(cls, inst: Instance) -> Scaling:
         costs = [x for k in inst.kinds for x in inst.duration[k]] + [inst.comm]
         top = max(costs + [1e-9])
-        time, time_exact = 1, False
-        for k in range(0, 10):
-            time = 10**k
-            if _integral(costs, time):
-                time_exact = True
-                break
-            if top * 10 ** (k + 1) > MAX_SCALED_COST:
-                break
+        time, time_exact = _power_of_ten(costs, MAX_SCALED_COST)
         mems = [x for k in inst.kinds for x in inst.delta[k]] + [x for x in inst.limit if math.isfinite(x)]
-        mtop = max([abs(x) for x in mems] + [1e-9])
-        mem, mem_exact = 1, False
-        for k in range(0, 10):
-            mem = 10**k
-            if _integral(mems, mem):
-                mem_exact = True
-                break
-            if mtop * 10 ** (k + 1) > MAX_SCALED_MEMORY:
-                break
+        mem, mem_exact = _power_of_ten(mems, MAX_SCALED_MEMORY)
         span_exact = False
         if inst.objective == "stage_span" and time_exact:
             lcm = math.lcm(*range(1, inst.devices + 1))
