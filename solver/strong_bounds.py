@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from ortools.sat.python import cp_model
 
@@ -96,10 +97,31 @@ def device_bound(inst: Instance, device: int, seconds: float, *, upper: float, w
     return sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices)
 
 
-def _natural_levels(inst: Instance, s: int) -> tuple[float, float] | None:
+class _StageMemory(NamedTuple):
+    """What the memory bounds read of one stage: levels after F (``l1``) and after B (``l2``), its
+    device's cap, its costs, and ``trip``, the least time from F(s, i) starting to B(s, i) starting."""
+
+    l1: float
+    l2: float
+    cap: float
+    f: float
+    b: float
+    w: float
+    trip: float
+
+
+def _stage_memory(inst: Instance, s: int) -> _StageMemory | None:
+    """None unless the stage's memory has the natural shape the bounds assume (F takes, B and W give back)."""
     l1 = inst.delta["F"][s]
     l2 = l1 + inst.delta["B"][s] if inst.split_backward else 0.0
-    return (l1, l2) if l1 > 0 and l2 >= 0 and inst.delta["B"][s] <= 0 else None
+    if not (l1 > 0 and l2 >= 0 and inst.delta["B"][s] <= 0):
+        return None
+    S = inst.num_stages
+    f, b = inst.duration["F"][s], inst.duration["B"][s]
+    trip = f + sum(inst.duration["F"][t] + inst.duration["B"][t] for t in range(s + 1, S))
+    trip += sum(2 * inst.link(t, t + 1) for t in range(s, S - 1))
+    w = inst.duration["W"][s] if inst.split_backward else 0.0
+    return _StageMemory(l1, l2, inst.limit[inst.device_of_stage[s]], f, b, w, trip)
 
 
 def round_trip_span_bound(inst: Instance) -> float:
@@ -118,18 +140,13 @@ def round_trip_span_bound(inst: Instance) -> float:
     """
     if inst.stages_per_device != 1 or not all(math.isfinite(x) for x in inst.limit):
         return 0.0
-    S, m = inst.num_stages, inst.microbatches
+    m = inst.microbatches
     best = 0.0
-    for s in range(S):
-        levels = _natural_levels(inst, s)
-        if levels is None:
+    for s in range(inst.num_stages):
+        terms = _stage_memory(inst, s)
+        if terms is None:
             return 0.0
-        l1, l2 = levels
-        cap = inst.limit[inst.device_of_stage[s]]
-        f, b = inst.duration["F"][s], inst.duration["B"][s]
-        w = inst.duration["W"][s] if inst.split_backward else 0.0
-        trip = f + sum(inst.duration["F"][t] + inst.duration["B"][t] for t in range(s + 1, S))
-        trip += sum(2 * inst.link(t, t + 1) for t in range(s, S - 1))
+        l1, l2, cap, f, b, w, trip = terms
         k = int(math.floor(cap / l1 * (1 + 1e-12)))
         if k < 1:
             return 0.0
@@ -204,17 +221,10 @@ def energy_bound(inst: Instance) -> float:
     arrive = 0.0
     best = 0.0
     for s in range(S):
-        levels = _natural_levels(inst, s)
-        if levels is None:
+        terms = _stage_memory(inst, s)
+        if terms is None or terms.cap <= 0:
             return 0.0
-        l1, l2 = levels
-        cap = inst.limit[inst.device_of_stage[s]]
-        if cap <= 0:
-            return 0.0
-        f, b = inst.duration["F"][s], inst.duration["B"][s]
-        w = inst.duration["W"][s] if inst.split_backward else 0.0
-        trip = f + sum(inst.duration["F"][t] + inst.duration["B"][t] for t in range(s + 1, S))
-        trip += sum(2 * inst.link(t, t + 1) for t in range(s, S - 1))
+        l1, l2, cap, f, b, w, trip = terms
         span = ramp_span(m * (l1 * (trip + b) + l2 * w), cap, l1, f, w if inst.split_backward else b)
         best = max(best, span + (arrive if inst.objective == "makespan" else 0.0))
         if s < S - 1:
