@@ -19,7 +19,7 @@ from bruteforce import optimum  # noqa: E402
 from test_bounds import _random_problem  # noqa: E402
 
 from pipesched.solver import Instance  # noqa: E402
-from pipesched.solver.bounds import _old_makespan_bound, lower_bound, round_trip  # noqa: E402
+from pipesched.solver.bounds import head_work_tail_bound, lower_bound, round_trip  # noqa: E402
 
 COMMAND = "python benchmarks/bound_tightness.py"
 OUT = Path(__file__).parent / "results" / "bound_tightness.md"
@@ -28,7 +28,7 @@ SEED, ROUNDS = 11, 150
 
 def first_bound(inst: Instance) -> float:
     if inst.objective == "makespan":
-        return _old_makespan_bound(inst)
+        return head_work_tail_bound(inst)
     work = inst.device_work()
     return max(max(work[d], min(round_trip(inst, s) for s in stages))
                for d, stages in enumerate(inst.stages_of_device) if stages)

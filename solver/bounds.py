@@ -339,7 +339,7 @@ def device_span_bounds(inst: Instance) -> list[float]:
 
 def makespan_lower_bound(inst: Instance) -> float:
     """Per-device subset and rank bounds with absolute heads/tails, first start + span, memory lanes."""
-    best = max(_old_makespan_bound(inst), rank_makespan_bound(inst))
+    best = max(head_work_tail_bound(inst), rank_makespan_bound(inst))
     spans = device_span_bounds(inst)
     by_op = {c.op: c for c in op_classes(inst)}
     for d in range(inst.devices):  # lanes start no earlier than F's head; the last op's tail follows
@@ -366,8 +366,8 @@ def lower_bound(inst: Instance) -> float:
 
 
 # ------------------------------------------------------------------ the first, simpler bounds
-# Kept as named pieces (they are implied by the subset bounds, and cheap): head + work + tail
-# per device, one microbatch's round trip.
+# Head + work + tail per device and one microbatch's round trip: cheap, and still one term of
+# makespan_lower_bound beside the per-microbatch-rank bound.
 
 
 def forward_arrival(inst: Instance) -> list[float]:
@@ -399,7 +399,9 @@ def round_trip(inst: Instance, stage: int) -> float:
     return t
 
 
-def _old_makespan_bound(inst: Instance) -> float:
+def head_work_tail_bound(inst: Instance) -> float:
+    """Per device: earliest forward arrival + all its work + (fused backward) the drain below its
+    lowest stage; and one microbatch's whole round trip. Cheap, and part of the makespan bound."""
     arrive = forward_arrival(inst)
     drain = backward_drain(inst)
     work = inst.device_work()

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from pipesched.solver import Instance, NotApplicableError, Problem, solve
 from pipesched.solver.bounds import (
-    _old_makespan_bound,
     device_span_bounds,
+    head_work_tail_bound,
     lower_bound,
     makespan_lower_bound,
     rank_makespan_bound,
@@ -125,7 +125,7 @@ def test_makespan_bound_is_at_least_the_simple_head_work_tail_bound() -> None:
     for _ in range(30):
         problem = _random_problem(rng, "makespan")
         inst = Instance.from_problem(problem)
-        assert makespan_lower_bound(inst) >= _old_makespan_bound(inst) - 1e-12
+        assert makespan_lower_bound(inst) >= head_work_tail_bound(inst) - 1e-12
 
 
 def test_subset_bound_picks_the_best_window() -> None:
