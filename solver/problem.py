@@ -9,6 +9,7 @@ into the plain arrays the solvers work on.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -39,17 +40,25 @@ class ProblemCaps:
 
     @classmethod
     def from_env(cls) -> ProblemCaps:
-        def read(name: str, default: int) -> int:
-            raw = os.environ.get(name)
-            return int(raw) if raw else default
+        # Every Problem validation asks for the caps (the service's cache-hit path included), so
+        # parse them once per distinct environment rather than on each call.
+        return _caps_from_raw(tuple(os.environ.get(name) for name in _CAP_VARIABLES))
 
-        base = cls()
-        return cls(
-            max_devices=read("PIPESCHED_MAX_DEVICES", base.max_devices),
-            max_microbatches=read("PIPESCHED_MAX_MICROBATCHES", base.max_microbatches),
-            max_stages_per_device=read("PIPESCHED_MAX_STAGES_PER_DEVICE", base.max_stages_per_device),
-            max_ops=read("PIPESCHED_MAX_OPS", base.max_ops),
-        )
+
+#: Environment variables behind ProblemCaps, in field order.
+_CAP_VARIABLES = (
+    "PIPESCHED_MAX_DEVICES",
+    "PIPESCHED_MAX_MICROBATCHES",
+    "PIPESCHED_MAX_STAGES_PER_DEVICE",
+    "PIPESCHED_MAX_OPS",
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _caps_from_raw(raw: tuple[str | None, ...]) -> ProblemCaps:
+    base = ProblemCaps()
+    defaults = (base.max_devices, base.max_microbatches, base.max_stages_per_device, base.max_ops)
+    return ProblemCaps(*(int(value) if value else default for value, default in zip(raw, defaults, strict=True)))
 
 
 class Costs(BaseModel):
