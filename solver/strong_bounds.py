@@ -3,6 +3,10 @@
 Round trip (:func:`round_trip_span_bound`, stage span, one stage per device): see its docstring;
 with ``limit = p * M_B`` it reproduces the zero-bubble paper's ZB-1p bubble exactly.
 
+Relay (:func:`relay_bound`, both objectives, any placement): a device's window must contain the
+forward trip to some stage ``k``, every F and B of stage ``k`` (one after another on its device)
+and the backward trip home; it reproduces the ZB-2p bubble of the paper's 1.5B, m = 24 case.
+
 Relaxations (:func:`device_bound`, proved by CP-SAT):
 
 Keep one device's ops and give every other device unlimited capacity: the dependency chain of
@@ -26,6 +30,7 @@ from typing import NamedTuple
 
 from ortools.sat.python import cp_model
 
+from .bounds import backward_drain, forward_arrival
 from .bounds import lower_bound as analytic_lower_bound
 from .cpsat_model import OpGraph, Scaling, add_hint, build
 from .instance import Instance, OpId
@@ -232,9 +237,37 @@ def energy_bound(inst: Instance) -> float:
     return best
 
 
+def relay_bound(inst: Instance) -> float:
+    """Bound from one stage's serial work relayed between a device's first forward and last op.
+
+    Device ``d`` opens its window with F(s0, i0), ``s0`` its lowest stage (every op on ``d`` follows
+    that microbatch's F there). For any stage ``k >= s0``, let F(k, a) be the first forward to start
+    on stage ``k`` and B(k, z) the last backward to end: the ``2m`` ops F(k, .), B(k, .) all run in
+    between, one at a time on their device, so ``B(k, z)`` ends ``>= F(s0, a) + fwd(s0 -> k) +
+    m (F_k + B_k)``; then B(k, z) still has to travel back to ``s0`` and W(s0, z) follows (split
+    backward), all before the window closes. So span ``>= fwd(s0 -> k) + m (F_k + B_k) + bwd(k -> s0)
+    + W_s0``, with ``F(s0, a) >= arrival(s0)`` added for the makespan. No memory, no search: it
+    is what limits a device whose stage ``k`` is busier per microbatch with F + B than its own
+    stage is with F + B + W once Ws may wait (the last stage of the zero-bubble profiles).
+    """
+    arrive, drain = forward_arrival(inst), backward_drain(inst)
+    m = inst.microbatches
+    best = 0.0
+    for stages in inst.stages_of_device:
+        if not stages:
+            continue
+        s0 = min(stages)
+        base = arrive[s0] if inst.objective == "makespan" else 0.0
+        home = inst.duration["W"][s0] if inst.split_backward else 0.0
+        for k in range(s0, inst.num_stages):
+            relay = m * (inst.duration["F"][k] + inst.duration["B"][k])
+            best = max(best, base + arrive[k] - arrive[s0] + relay + drain[k] - drain[s0] + home)
+    return best
+
+
 def combinatorial_bound(inst: Instance) -> float:
-    """The best of the analytic, round-trip (stage span) and energy bounds; no search."""
-    best = max(analytic_lower_bound(inst), energy_bound(inst))
+    """The best of the analytic, round-trip (stage span), relay and energy bounds; no search."""
+    best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst))
     if inst.objective == "stage_span":
         best = max(best, round_trip_span_bound(inst))
     return best
