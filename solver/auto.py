@@ -4,6 +4,7 @@
    scheduler, the zero-bubble heuristic grid (:mod:`.zb_heuristic`) and ``options.hint``;
 2. the best of them, re-timed optimally for its order (:func:`cpsat.retime`), is the
    incumbent; if it meets the analytic bound we are done;
+   then a local search lets Fs and Bs jump ahead of Ws that delay them (:mod:`.polish`);
 3. a share of the budget proves a stronger bound on single-device relaxations
    (:mod:`.strong_bounds`) when the gap is still open and the problem is not small;
 4. CP-SAT on the full model from the incumbent (:func:`cpsat.solve_model`) with the rest, up to
@@ -39,6 +40,8 @@ from .cpsat import (
 from .errors import InvalidScheduleError, NotApplicableError
 from .feasibility import infeasibility_reason
 from .instance import Instance
+from .metrics import objective_value
+from .polish import polish, trials_for
 from .problem import Problem
 from .registry import SolveOptions, method, methods
 from .schedule import Schedule
@@ -67,6 +70,8 @@ GRID_SHARE = 0.25
 #: or greedy run (incl. its validation) and of the relaxations' set-up (see also :mod:`.cpsat`).
 RECIPE_S_PER_OP = 3e-4
 RELAX_S_PER_OP = 1.5e-4
+#: Share of the nominal budget the local search on the best heuristic order may use.
+POLISH_SHARE = 0.1
 
 
 def _close(a: float, b: float) -> bool:
@@ -126,6 +131,20 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
     return min(timed + [c for _, c in cands], key=lambda c: c.objective)
 
 
+def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) -> Incumbent:
+    """``inc`` after :func:`polish.polish` with a budget sized for the nominal ``seconds``, re-timed
+    optimally when the order changed for the better."""
+    order, times = polish(inst, inc.order, inc.start, max_trials=trials_for(inst, seconds), deadline=deadline)
+    value = objective_value(inst, times)
+    if _close(inc.objective, value):
+        return inc
+    try:
+        better = retime(inst, order)
+    except DeadlockError:
+        better = Incumbent(order, times, value)
+    return min((better, Incumbent(order, times, value)), key=lambda c: c.objective)
+
+
 @method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "
                 "within --time-limit (recommended).")
 def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
@@ -142,6 +161,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
     inc = best_incumbent(inst, cands, seconds=0.2 * limit, deadline=deadline)
+    if not _close(inc.objective, bound):
+        inc = polished(inst, inc, POLISH_SHARE * limit, deadline)
     res = CpsatResult(inc, _close(inc.objective, bound), bound)
 
     def left() -> float:
