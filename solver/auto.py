@@ -29,10 +29,12 @@ from .cpsat import (
     BUILD_S_PER_OP,
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
+    POLISH_SHARE,
     CpsatResult,
     Incumbent,
     finish,
     finish_margin,
+    polished,
     retime,
     retime_cost,
     solve_model,
@@ -40,8 +42,6 @@ from .cpsat import (
 from .errors import InvalidScheduleError, NotApplicableError
 from .feasibility import infeasibility_reason
 from .instance import Instance
-from .metrics import objective_value
-from .polish import polish, trials_for
 from .problem import Problem
 from .registry import SolveOptions, method, methods
 from .schedule import Schedule
@@ -70,8 +70,6 @@ GRID_SHARE = 0.25
 #: or greedy run (incl. its validation) and of the relaxations' set-up (see also :mod:`.cpsat`).
 RECIPE_S_PER_OP = 3e-4
 RELAX_S_PER_OP = 1.5e-4
-#: Share of the nominal budget the local search on the best heuristic order may use.
-POLISH_SHARE = 0.1
 
 
 def _close(a: float, b: float) -> bool:
@@ -129,20 +127,6 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
         except DeadlockError:
             timed.append(inc)
     return min(timed + [c for _, c in cands], key=lambda c: c.objective)
-
-
-def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) -> Incumbent:
-    """``inc`` after :func:`polish.polish` with a budget sized for the nominal ``seconds``, re-timed
-    optimally when the order changed for the better."""
-    order, times = polish(inst, inc.order, inc.start, max_trials=trials_for(inst, seconds), deadline=deadline)
-    value = objective_value(inst, times)
-    if _close(inc.objective, value):
-        return inc
-    try:
-        better = retime(inst, order)
-    except DeadlockError:
-        better = Incumbent(order, times, value)
-    return min((better, Incumbent(order, times, value)), key=lambda c: c.objective)
 
 
 @method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "

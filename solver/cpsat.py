@@ -1,7 +1,8 @@
 """Method ``cpsat``: the exact CP-SAT model of :mod:`.cpsat_model`, warm-started and deterministic.
 
 Steps (the issue's measured recipe for making CP-SAT scale on this problem):
-1. a warm start (the best order of the zero-bubble heuristic grid, or ``options.hint``);
+1. a warm start (the best order of the zero-bubble heuristic grid, or ``options.hint``), polished by
+   the W-delay local search (:mod:`.polish`);
 2. the model with the horizon and ``Z <= incumbent`` from that start, ``Z >=`` the analytic
    bound, every start hinted, presolve off (it expands the memory constraints into huge
    Boolean encodings) and reservoirs never expanded;
@@ -29,6 +30,7 @@ from .exact_times import best_times
 from .feasibility import infeasibility_reason
 from .instance import Instance, OpId
 from .metrics import objective_value
+from .polish import polish, trials_for
 from .problem import Problem
 from .registry import SolveOptions, method
 from .schedule import Order, Schedule
@@ -79,6 +81,8 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
     prm.log_search_progress = False
 
 
+#: Share of the nominal budget the local search on the warm start may use (:mod:`.polish`).
+POLISH_SHARE = 0.1
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
 EXACT_TIMING_OPS = 800
 #: Measured wall seconds per op (one core, about doubled for a shared machine) of one exact re-timing
@@ -197,6 +201,20 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
     return CpsatResult(best, proven, bound)
 
 
+def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) -> Incumbent:
+    """``inc`` after :func:`polish.polish` with a budget sized for the nominal ``seconds``, re-timed
+    optimally when the order changed for the better."""
+    order, times = polish(inst, inc.order, inc.start, max_trials=trials_for(inst, seconds), deadline=deadline)
+    value = objective_value(inst, times)
+    if value >= inc.objective - 1e-9 * max(1.0, abs(inc.objective)):
+        return inc
+    try:
+        better = retime(inst, order)
+    except DeadlockError:
+        better = Incumbent(order, times, value)
+    return min((better, Incumbent(order, times, value)), key=lambda c: c.objective)
+
+
 def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = None,
                deadline: float | None = None) -> Incumbent | None:
     """The best of the zero-bubble heuristic grid (sized for the nominal ``seconds``; ``deadline`` is
@@ -232,6 +250,7 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     if inc is None:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
+    inc = polished(inst, inc, POLISH_SHARE * options.time_limit_s, t0 + 0.5 * options.time_limit_s)
     deadline = t0 + options.time_limit_s - finish_margin(inst)
     left = deadline - time.perf_counter()
     closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
