@@ -39,8 +39,8 @@ def fits_memory(inst: Instance, ops: Sequence[OpId], device: int) -> bool:
 
 
 def delayed_by_w(inst: Instance, order: Order, start: Mapping[OpId, float]) -> list[tuple[int, int]]:
-    """``(device, i)`` where ``order[device][i]`` is a W still running when the next op (an F or B
-    of another microbatch or stage) was ready, so the order alone made that op wait."""
+    """``(device, i)`` where ``order[device][i]`` is a W still running when the next op (an F or B)
+    was ready, so the order alone made that op wait."""
     out = []
     for d, ops in enumerate(order):
         for i in range(len(ops) - 1):
@@ -49,7 +49,7 @@ def delayed_by_w(inst: Instance, order: Order, start: Mapping[OpId, float]) -> l
                 continue
             w_end = start[w] + inst.cost(w)
             ready = max((start[p] + inst.cost(p) + lag for p, lag in inst.predecessors(nxt)), default=0.0)
-            if ready < w_end - 1e-9 * max(1.0, w_end) and all(p != w for p, _ in inst.predecessors(nxt)):
+            if ready < w_end - 1e-9 * max(1.0, w_end):  # nothing depends on a W, so the wait is the order's
                 out.append((d, i))
     return out
 
