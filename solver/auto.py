@@ -162,14 +162,16 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         bound = max(bound, relaxation_bound(inst, share, upper=inc.objective,
                                             hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
+    planned = rest * (1 - BOUND_SHARE) if not small else rest  # nominal seconds for the searches below
     search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
     if not res.proven_optimal and small and search <= rest and left() > search:
         single = min(rest, SINGLE_MAX_S)
-        res = solve_model(inst, inc, single, 1, known_bound=bound, deadline=deadline,
+        planned -= single
+        res = solve_model(inst, inc, single, 1, known_bound=bound, deadline=deadline, nominal=single,
                           dtime=DTIME_PER_SECOND * single)
         inc, bound = res.incumbent, max(bound, res.bound or 0.0)
-    if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= rest and left() > search:
-        res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline,
+    if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= planned and left() > search:
+        res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline, nominal=planned,
                           dtime=nominal * (0.8 if small else (1 - BOUND_SHARE) * 0.8))
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)

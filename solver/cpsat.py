@@ -148,8 +148,13 @@ def solve_model(
     known_bound: float | None = None,
     deadline: float | None = None,
     dtime: float | None = None,
+    nominal: float | None = None,
 ) -> CpsatResult:
     """One CP-SAT run from ``incumbent``; never returns anything worse than it.
+
+    ``seconds`` (cut to ``deadline``) is the wall-clock net; ``nominal`` (default ``seconds``) is the
+    budget the caller planned, and the only thing the model's set-up decisions (linear relaxation,
+    workers) read, so a loaded machine does not change them and the answer stays repeatable.
 
     ``known_bound`` (a proven lower bound, e.g. from :mod:`.strong_bounds`, at least the combinatorial
     one: it replaces it) becomes the cut ``Z >= c``;
@@ -169,7 +174,8 @@ def solve_model(
     if seconds <= 0.05:
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    lp = seconds >= LP_S_PER_OP * len(inst.kinds) * inst.num_stages * inst.microbatches
+    planned = seconds if nominal is None else nominal
+    lp = planned >= LP_S_PER_OP * len(inst.kinds) * inst.num_stages * inst.microbatches
     solver_parameters(solver, seconds, workers if lp else 1, dtime=dtime, lp=lp)
     status = solver.solve(cm.model)
     res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
@@ -261,6 +267,6 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     if closed or too_big:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))
     else:
-        res = solve_model(inst, inc, left, options.workers, deadline=deadline,
+        res = solve_model(inst, inc, left, options.workers, deadline=deadline, nominal=0.6 * options.time_limit_s,
                           dtime=0.8 * DTIME_PER_SECOND * options.time_limit_s)
     return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)
