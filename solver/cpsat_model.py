@@ -11,7 +11,11 @@ Variables: an integer start ``x_o`` per op ``o``; a fixed-size interval ``[x_o, 
   stage down, then W); some optimal schedule is therefore in microbatch order on every stage;
 - memory: a cumulative per device whose demands are the activations each microbatch holds
   between its ops (:func:`add_memory`), or a reservoir of the deltas when the deltas do not
-  decompose that way;
+  decompose that way; plus the memory chains ``F(s, j + k)`` after microbatch ``j`` frees its
+  memory (:func:`add_memory_chain`), which replace the cumulative when they express the cap exactly
+  (one stage per device, a microbatch holds ``dF`` from its F to one releasing op: e.g. unit
+  deltas +1/0/-1). The model is then precedences and no-overlaps only
+  (:attr:`CpsatModel.precedences_only`), which CP-SAT searches much faster without its LP;
 - objective ``Z``: makespan ``Z >= end`` of every stage's last op, or stage span
   ``Z >= last_d - first_d`` where, in microbatch order, ``first_d`` is the start of the first
   forward of the device's lowest stage and ``last_d`` the end of the last microbatch's final op.
@@ -157,6 +161,9 @@ class CpsatModel:
     dur: dict[OpId, int] = field(default_factory=dict)
     interval: dict[OpId, cp_model.IntervalVar] = field(default_factory=dict)
     objective: cp_model.IntVar | None = None
+    #: True when memory caps exist and all of them are expressed exactly by precedences: the model has
+    #: no cumulative or reservoir (see :func:`add_memory_chain`).
+    precedences_only: bool = False
 
     def end(self, op: OpId) -> cp_model.LinearExprT:
         return self.start[op] + self.dur[op]
@@ -201,21 +208,21 @@ def _levels(inst: Instance, stage: int) -> tuple[float, float] | None:
     return (l1, l2) if l1 >= 0 and l2 >= 0 else None
 
 
-def add_memory(cm: CpsatModel) -> None:
+def add_memory(cm: CpsatModel, skip: frozenset[int] = frozenset()) -> None:
     """Per-device memory cap.
 
     A microbatch on stage s holds ``L1 = dF`` from its F event to its B event and ``L2 = dF + dB``
     from its B event to its W event (events: start for a positive delta, end otherwise). That is
     ``min(L1, L2)`` over [F event, W event) plus the difference over the shorter span: a sum of
     intervals, so a cumulative with capacity = limit. Deltas with a negative level fall back to
-    a reservoir of the raw events.
+    a reservoir of the raw events. Devices in ``skip`` (their memory chains are exact) get nothing.
     """
     inst, sc, model = cm.inst, cm.sc, cm.model
     per: dict[int, list[OpId]] = {}
     for op in cm.graph.ops:
         per.setdefault(inst.device(op), []).append(op)
     for d in sorted(per):
-        if not math.isfinite(inst.limit[d]):
+        if not math.isfinite(inst.limit[d]) or d in skip:
             continue
         cap = sc.capacity(inst.limit[d])
         ops = set(per[d])
@@ -269,6 +276,82 @@ def _memory_cumulative(cm: CpsatModel, ops: set[OpId], cap: int) -> None:
         model.add_cumulative(intervals, demands, cap)
 
 
+def _memory_chains(inst: Instance, sc: Scaling, stages: Iterable[int], cap: int) -> list[tuple[int, str, int]]:
+    """``(stage, releasing kind, k)`` for :func:`add_memory_chain` (none if a level is negative)."""
+    out = []
+    for s in stages:
+        levels = _levels(inst, s)
+        if levels is None:
+            return []
+        l1 = sc.demand(levels[0])
+        if l1 <= 0 or l1 > cap:
+            continue
+        low = min(l1, sc.demand(levels[1])) if inst.split_backward else 0
+        if low < l1:  # the W chain below implies this one when the memory is held until W at full L1
+            out.append((s, "B", cap // l1))  # microbatch j holds L1 until its B event
+        if low > 0:
+            out.append((s, "W", (cap - l1) // low + 1))  # and min(L1, L2) until its W event
+    return out
+
+
+def _chain_is_exact(inst: Instance, sc: Scaling, stages: tuple[int, ...]) -> bool:
+    """One stage; a microbatch holds exactly ``L1 = dF > 0`` from its F event to its releasing event
+    (fused: B frees it all; split: ``dB = 0`` and W frees it all), so memory = ``L1`` x in flight."""
+    if len(stages) != 1 or not sc.mem_exact:
+        return False
+    s = stages[0]
+    df = inst.delta["F"][s]
+    if df <= 0:
+        return False
+    if not inst.split_backward:
+        return inst.delta["B"][s] == -df
+    return inst.delta["B"][s] == 0 and inst.delta["W"][s] == -df
+
+
+def add_memory_chain(cm: CpsatModel) -> frozenset[int]:
+    """Memory caps as precedences ``event(F(s, j + k)) >= event(R(s, j))``; returns the devices whose
+    cap they express exactly (:func:`add_memory` then skips them).
+
+    Valid when every level is >= 0 (as for the cumulative): microbatch j holds ``L1`` from its F event
+    to its B event and at least ``min(L1, L2)`` to its W event (its releasing event ``R``). If
+    F(s, j + k)'s event came before R(s, j), microbatches j .. j + k - 1 would all be holding that
+    memory at that moment (F, B and W run in microbatch order, so their F events are no later and their
+    releasing events no earlier than those of j), and with F(s, j + k)'s own ``L1`` the device would
+    hold at least ``k * hold + L1 > cap`` for ``k = floor((cap - L1) / hold) + 1``. Other stages of
+    the device only add memory.
+
+    Exact (:func:`_chain_is_exact`): memory is ``L1 * (microbatches in flight)``, and with F and R in
+    microbatch order the microbatches in flight at F(s, j + k)'s event are those after the last
+    released one, so the cap ``floor(cap / L1)`` microbatches in flight is exactly the chain.
+    """
+    inst, sc = cm.inst, cm.sc
+    present = set(cm.graph.ops)
+    exact: set[int] = set()
+    for d, stages in enumerate(inst.stages_of_device):
+        if not stages or not math.isfinite(inst.limit[d]):
+            continue
+        cap = sc.capacity(inst.limit[d])
+        for s, kind, k in _memory_chains(inst, sc, stages, cap):
+            for j in range(inst.microbatches - k):
+                f, r = OpId("F", s, j + k), OpId(kind, s, j)
+                if f in present and r in present:
+                    cm.model.add(_event(cm, f) >= _event(cm, r))
+        if _chain_is_exact(inst, sc, stages):
+            exact.add(d)
+    return frozenset(exact)
+
+
+def add_search_order(cm: CpsatModel) -> None:
+    """Decision order for a fixed search: ops by ``microbatch + chain rank`` (the time each op would
+    start if microbatch ``i`` entered at ``i`` and nothing waited), ties by rank, then by index;
+    each start takes its least value. Measured on memory-tight unit costs (p = 8, m = 32, limits 2-4):
+    2-5x less deterministic time to prove optimality than the variables' index order."""
+    last = cm.inst.num_stages - 1
+    rank = {"F": lambda s: s, "B": lambda s: 2 * last + 1 - s, "W": lambda s: 2 * last + 2 - s}
+    ops = sorted(cm.start, key=lambda op: (op.microbatch + rank[op.kind](op.stage), rank[op.kind](op.stage)))
+    cm.model.add_decision_strategy([cm.start[op] for op in ops], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+
+
 def device_first_last(cm: CpsatModel) -> dict[int, tuple[OpId, list[OpId]]]:
     """Per device: its first op and the ops one of which ends last, given microbatch order.
 
@@ -319,7 +402,10 @@ def build(inst: Instance, sc: Scaling, graph: OpGraph, *, horizon: int, lower: i
     add_device_no_overlap(cm)
     add_precedences(cm)
     add_microbatch_order(cm)
-    add_memory(cm)
+    exact = add_memory_chain(cm)
+    add_memory(cm, skip=exact)
+    capped = {d for d, stages in enumerate(inst.stages_of_device) if stages and math.isfinite(inst.limit[d])}
+    cm.precedences_only = bool(capped) and capped <= exact
     add_objective(cm, lower, upper)
     return cm
 

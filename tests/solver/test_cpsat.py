@@ -171,7 +171,7 @@ TIGHT = [dict(devices=p, microbatches=m, memory={"limit": limit}, objective=obj,
 
 @pytest.mark.parametrize("case", TIGHT, ids=lambda c: "-".join(str(v) for v in (
     c["devices"], c["microbatches"], c["memory"]["limit"], c["objective"], c["split_backward"])))
-def test_energy_bound_with_ramps_never_exceeds_the_brute_force_optimum(case: dict) -> None:
+def test_energy_bound_and_cpsat_match_the_brute_force_optimum_under_tight_memory(case: dict) -> None:
     from bruteforce import optimum
 
     expected = optimum(Problem(**case))
@@ -179,6 +179,10 @@ def test_energy_bound_with_ramps_never_exceeds_the_brute_force_optimum(case: dic
     inst = Instance.from_problem(Problem(**case))
     assert energy_bound(inst) <= expected + 1e-9
     assert combinatorial_bound(inst) <= expected + 1e-9
+    # the same brute force checks the model's memory chains (exact here: unit deltas, one stage per device)
+    sched = run(case)
+    assert sched.status == "optimal"
+    assert sched.objective_value == pytest.approx(expected)
 
 
 def test_ramps_raise_the_energy_bound_above_the_plain_rate() -> None:
@@ -188,3 +192,22 @@ def test_ramps_raise_the_energy_bound_above_the_plain_rate() -> None:
     assert ramp_span(8 * 17, 4, 1, 1, 1) == pytest.approx(37)  # plain energy / L is 34; each ramp loses 6 / 4
     inst = Instance.from_problem(Problem(devices=4, microbatches=16, memory={"limit": 2}))
     assert energy_bound(inst) == pytest.approx(73)  # plain: 16 * 9 / 2 = 72
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    (dict(devices=4, microbatches=8, memory={"limit": 3}), True),  # unit deltas: chains are the whole cap
+    (dict(devices=4, microbatches=8, memory={"limit": 3}, split_backward=False), True),
+    (dict(devices=2, microbatches=4, stages_per_device=2, memory={"limit": 3}), False),  # two stages share it
+    (dict(devices=4, microbatches=8, memory={"forward": 3, "backward_input": -1, "backward_weight": -2,
+                                                "limit": 7}), False),  # B frees part: the cumulative stays
+    (dict(devices=4, microbatches=8), False),  # no cap at all
+])
+def test_memory_chains_replace_the_cumulative_only_when_exact(case: dict, expected: bool) -> None:
+    from pipesched.solver.cpsat_model import OpGraph, build
+
+    inst = Instance.from_problem(Problem(**case))
+    sc = Scaling.of(inst)
+    cm = build(inst, sc, OpGraph.full(inst, sc), horizon=1000, lower=0, upper=1000)
+    assert cm.precedences_only is expected
+    has_cumulative = any(c.has_cumulative() for c in cm.model.proto.constraints)
+    assert has_cumulative is (not expected and "limit" in case.get("memory", {}))
