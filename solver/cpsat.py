@@ -233,17 +233,22 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
 
 
 def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) -> Incumbent:
-    """``inc`` after :func:`polish.polish` with a budget sized for the nominal ``seconds``, re-timed
-    optimally when the order changed for the better."""
-    order, times = polish(inst, inc.order, inc.start, max_trials=trials_for(inst, seconds), deadline=deadline)
+    """``inc`` after :func:`polish.polish` with a budget sized for the nominal ``seconds`` (the optimal
+    re-timing of an improved order included, when its estimated cost fits half of it)."""
+    cost = retime_cost(inst)
+    exact = cost <= seconds / 2
+    trials = trials_for(inst, seconds - cost if exact else seconds)
+    order, times = polish(inst, inc.order, inc.start, max_trials=trials, deadline=deadline)
     value = objective_value(inst, times)
     if value >= inc.objective - 1e-9 * max(1.0, abs(inc.objective)):
         return inc
+    found = Incumbent(order, times, value)
+    if not exact or time.perf_counter() + cost > deadline:
+        return found
     try:
-        better = retime(inst, order)
+        return min((retime(inst, order), found), key=lambda c: c.objective)
     except DeadlockError:
-        better = Incumbent(order, times, value)
-    return min((better, Incumbent(order, times, value)), key=lambda c: c.objective)
+        return found
 
 
 def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = None,
