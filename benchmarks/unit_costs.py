@@ -10,6 +10,7 @@ Writes ``benchmarks/results/unit_costs.md`` unless ``--out`` says otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "unit_costs.md")
     args = ap.parse_args(argv)
     summary, open_cases = [], []
+    load_before = os.getloadavg()[0]
     for p in (int(x) for x in args.p.split(",")):
         for m in (int(x) for x in args.m.split(",")):
             proven, slowest, slow_proven = 0, 0.0, 0.0
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         "# Unit costs, every memory limit\n\n"
         f"Made by `{command}` (method auto, time limit {args.time_limit:g} s, objective {args.objective}). "
-        "Wall times on a shared 2-core machine with about six other sessions running (pessimistic).\n\n"
+        f"Wall times on 2 cores, load average {load_before:.1f} before and {os.getloadavg()[0]:.1f} after.\n\n"
         "| p | m | proven optimal | slowest proven (s) | slowest (s) |\n|---|---|---|---|---|\n"
         + "\n".join(summary)
         + "\n\nNot proven within the limit (best schedule, best proven bound, gap):\n\n"

@@ -48,6 +48,12 @@ from .strong_bounds import combinatorial_bound
 #: Deterministic-time units per wall-clock second we budget (CP-SAT's unit is meant to be close
 #: to a second on an unloaded core; on a shared machine it runs slower, so keep margin).
 DTIME_PER_SECOND = 0.9
+#: The same for models of precedences and no-overlaps only (:attr:`CpsatModel.precedences_only`):
+#: there CP-SAT's deterministic clock runs at only 0.13-0.17 units per wall second on an idle
+#: machine (``python benchmarks/cpsat_dtime.py``), so 0.9 would never bind and an unproven search
+#: would stop on the wall clock, where its answer may not repeat. 0.12 stops it first on an idle or
+#: lightly loaded machine, and still leaves the hardest p <= 8 unit-cost proof (0.08 units) room.
+PRECEDENCES_DTIME_PER_SECOND = 0.12
 
 
 @dataclass(frozen=True)
@@ -191,6 +197,8 @@ def solve_model(
     fixed = cm.precedences_only and inst.objective == "makespan"
     if fixed:
         add_search_order(cm)
+    if cm.precedences_only and dtime is not None:
+        dtime *= PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND
     if extra is not None:
         extra(cm)
     if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing
