@@ -10,6 +10,7 @@ proven gap reported. Each case gives ``auto`` the recipe's own peak activation m
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "placements.md")
     args = ap.parse_args(argv)
     rows = []
+    load_before = os.getloadavg()[0]
     for placement, recipe in RECIPE.items():
         for profile, costs in PROFILES.items():
             base = Problem(devices=8, microbatches=32, stages_per_device=2, placement=placement, costs=costs,
@@ -52,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         "# Placements with v = 2 (p = 8, m = 32)\n\n"
         f"Made by `{command}` (auto, time limit {args.time_limit:g} s, objective {args.objective}). Gap = "
-        "(ours - proven bound) / ours. Shared 2-core machine with about six other sessions running.\n\n"
+        "(ours - proven bound) / ours. 2 cores, load average "
+        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after.\n\n"
         "| placement | costs | memory.limit | recipe | auto | proven bound | gap | status | vs recipe | time (s) |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )

@@ -15,6 +15,7 @@ Writes ``benchmarks/results/zb_paper.md`` unless ``--out`` says otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     factors = [int(x.strip().rstrip("p")) for x in args.limits.split(",")]
     rows = []
+    load_before = os.getloadavg()[0]
     for i in (int(x) for x in args.cases.split(",")):
         for factor in factors:
             rows.append(row(i, CASES[i], factor, args.time_limit))
@@ -117,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Made by `{command}` (auto, time limit {args.time_limit:g} s per case). Bubble rates; 'proven bound' is "
         "the bubble of the lower bound returned with the schedule (no schedule can do better); gap = ours - bound "
         "in percentage points. Baselines are our own 1F1B / ZB-H1 / ZB-H2 under the same memory limit (* = they "
-        "exceed it; value without a limit). Measured on a shared 2-core machine with about six other sessions "
-        "running, so times are pessimistic.\n\n"
+        "exceed it; value without a limit). 2 cores, load average "
+        f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after.\n\n"
         + header + "\n" + "|---" * (header.count("|") - 1) + "|\n" + "\n".join(rows) + "\n"
     )
     print(text)
