@@ -6,7 +6,7 @@ the answer repeats byte for byte) or on the wall-clock safety net (then it may n
 below the rate measured here. Every CP-SAT solve made by ``auto`` on each problem is logged with
 its wall time, deterministic time and which limit it had.
 
-    python benchmarks/cpsat_dtime.py [--time-limit 2]
+    python benchmarks/cpsat_dtime.py [--time-limit 2] [--only zb]
 
 Writes ``benchmarks/results/cpsat_dtime.md`` unless ``--out`` says otherwise.
 """
@@ -30,13 +30,16 @@ PROBLEMS: dict[str, Problem] = {
     **{f"unit p={p} m={m} L={lim}": Problem(devices=p, microbatches=m, memory={"limit": lim})
        for p, m, lim in ((8, 32, 2), (8, 32, 4), (8, 32, 7), (16, 32, 8), (16, 32, 11), (16, 32, 12))},
     "zb 1.5B m=24 2p": CASES[0].problem(2),
+    "zb 1.5B m=32 2p": CASES[1].problem(2),
     "zb 6.2B m=32 2p": CASES[4].problem(2),
+    "zb 14.6B m=48 2p": CASES[6].problem(2),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=2.0)
+    ap.add_argument("--only", default="", help="run only the problems whose name contains this")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "cpsat_dtime.md")
     args = ap.parse_args(argv)
     solves: list[tuple[float, cp_model.CpSolver, int]] = []
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     rows = []
     for name, problem in PROBLEMS.items():
+        if args.only not in name:
+            continue
         solves.clear()
         sched = solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit))
         if not solves:

@@ -112,9 +112,11 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
 POLISH_SHARE = 0.1
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
 EXACT_TIMING_OPS = 800
-#: Measured wall seconds per op (one core, about doubled for a shared machine) of one exact re-timing
-#: and of building the full model.
-RETIME_S_PER_OP = 5e-4
+#: Measured wall seconds per op of one exact stage-span re-timing (its Dinkelbach rounds of pure-Python
+#: Bellman-Ford): 0.72 s for a near-optimal 576-op zero-bubble order on an idle core, 1.25 ms/op. The
+#: earlier 0.5 ms/op let ``auto`` end 0.6-0.7 s past a 60 s limit on the paper cases.
+RETIME_S_PER_OP = 1.5e-3
+#: Measured wall seconds per op (one core, about doubled for a shared machine) of building the full model.
 BUILD_S_PER_OP = 1e-4
 #: Wall seconds a CP-SAT solve may run past ``max_time_in_seconds``: loading the model and the first
 #: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
