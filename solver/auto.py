@@ -8,7 +8,8 @@
 3. a share of the budget proves a stronger bound on single-device relaxations
    (:mod:`.strong_bounds`) when the gap is still open and the problem is not small;
 4. CP-SAT on the full model from the incumbent (:func:`cpsat.solve_model`) with the rest, up to
-   ``FULL_MODEL_OPS`` ops (small problems: one sequential worker first, ``SINGLE_MAX_S`` at most).
+   ``FULL_MODEL_OPS`` ops (small problems without a memory cumulative: one sequential worker first,
+   ``SINGLE_MAX_S`` at most).
 Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
 time limits, fixed seeds, fixed candidate order), so the same problem gives the same schedule.
 
@@ -39,6 +40,7 @@ from .cpsat import (
     retime_cost,
     solve_model,
 )
+from .cpsat_model import Scaling, needs_memory_resource
 from .errors import InvalidScheduleError, NotApplicableError
 from .feasibility import infeasibility_reason
 from .instance import Instance
@@ -60,7 +62,9 @@ SMALL_OPS = 1000
 FULL_MODEL_OPS = 4000
 #: Small problems first get up to this many seconds of CP-SAT's sequential search (one worker, no
 #: portfolio): on memory-tight unit-cost cases it proves in about 1 s what the interleaved portfolio
-#: leaves open (measured: 7 of 16 open p <= 8 cases, vs 2); the portfolio gets what is left.
+#: leaves open (measured: 7 of 16 open p <= 8 cases, vs 2); the portfolio gets what is left. Not on
+#: models with a memory cumulative: there its first seconds barely move CP-SAT's deterministic clock, so
+#: it would always stop on the wall and hand a load-dependent incumbent to the portfolio.
 SINGLE_MAX_S = 2.0
 #: After this share of the budget the portfolio stops trying further recipes.
 HEURISTIC_SHARE = 0.4
@@ -164,7 +168,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
     planned = rest * (1 - BOUND_SHARE) if not small else rest  # nominal seconds for the searches below
     search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
-    if not res.proven_optimal and small and search <= rest and left() > search:
+    sequential = small and not needs_memory_resource(inst, Scaling.of(inst))
+    if not res.proven_optimal and sequential and search <= rest and left() > search:
         single = min(rest, SINGLE_MAX_S)
         planned -= single
         res = solve_model(inst, inc, single, 1, known_bound=bound, deadline=deadline, nominal=single,

@@ -32,6 +32,7 @@ from .cpsat_model import (
     add_hint,
     add_search_order,
     build,
+    needs_memory_resource,
     solved_order,
 )
 from .exact_times import best_times
@@ -54,6 +55,12 @@ DTIME_PER_SECOND = 0.9
 #: would stop on the wall clock, where its answer may not repeat. 0.12 stops it first on an idle or
 #: lightly loaded machine, and still leaves the hardest p <= 8 unit-cost proof (0.08 units) room.
 PRECEDENCES_DTIME_PER_SECOND = 0.12
+#: The same for models with a cumulative or reservoir for memory (:func:`cpsat_model.needs_memory_resource`):
+#: on the zero-bubble paper cases, once the search runs, 0.43-0.69 units per wall second with two
+#: workers on an idle machine (``python benchmarks/cpsat_dtime.py --only zb --time-limit 60``), after a
+#: start of a few seconds at about 0.02 units per second. 0.3 stops a long search on its deterministic
+#: limit at about two thirds of its wall time; short searches (a few seconds) still end on the wall.
+RESOURCE_DTIME_PER_SECOND = 0.3
 
 
 @dataclass(frozen=True)
@@ -199,8 +206,10 @@ def solve_model(
     fixed = cm.precedences_only and inst.objective == "makespan"
     if fixed:
         add_search_order(cm)
-    if cm.precedences_only and dtime is not None:
+    if dtime is not None and cm.precedences_only:
         dtime *= PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND
+    elif dtime is not None and needs_memory_resource(inst, sc):
+        dtime *= RESOURCE_DTIME_PER_SECOND / DTIME_PER_SECOND
     if extra is not None:
         extra(cm)
     if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing

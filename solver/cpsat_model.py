@@ -308,6 +308,13 @@ def _chain_is_exact(inst: Instance, sc: Scaling, stages: tuple[int, ...]) -> boo
     return inst.delta["B"][s] == 0 and inst.delta["W"][s] == -df
 
 
+def needs_memory_resource(inst: Instance, sc: Scaling) -> bool:
+    """Whether some device's cap is not said exactly by its memory chains, so the model carries a
+    cumulative or reservoir (whose search CP-SAT's deterministic clock measures very differently)."""
+    return any(stages and math.isfinite(inst.limit[d]) and not _chain_is_exact(inst, sc, stages)
+               for d, stages in enumerate(inst.stages_of_device))
+
+
 def add_memory_chain(cm: CpsatModel) -> frozenset[int]:
     """Memory caps as precedences ``event(F(s, j + k)) >= event(R(s, j))``; returns the devices whose
     cap they express exactly (:func:`add_memory` then skips them).
