@@ -26,9 +26,19 @@ from pipesched.solver import Problem, SolveOptions, solve
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from zb_paper import CASES  # noqa: E402
 
+#: Uneven per-stage forward costs (the batch sweep's shape: B = 1.05 F, W = 0.7 F).
+_F16 = [1.349, 1.534, 1.578, 1.036, 1.543, 1.515, 0.868, 1.206, 0.936, 1.524, 1.473, 0.962, 0.927, 1.532, 0.954, 1.111]
 PROBLEMS: dict[str, Problem] = {
     **{f"unit p={p} m={m} L={lim}": Problem(devices=p, microbatches=m, memory={"limit": lim})
        for p, m, lim in ((8, 32, 2), (8, 32, 4), (8, 32, 7), (16, 32, 8), (16, 32, 11), (16, 32, 12))},
+    "uncapped uneven p=8 m=32 v=2 span": Problem(
+        devices=8, microbatches=32, stages_per_device=2, objective="stage_span",
+        costs={"forward": _F16, "backward_input": [round(1.05 * x, 3) for x in _F16],
+               "backward_weight": [round(0.7 * x, 3) for x in _F16]}),
+    "uncapped uneven p=8 m=16": Problem(
+        devices=8, microbatches=16,
+        costs={"forward": _F16[:8], "backward_input": [round(1.05 * x, 3) for x in _F16[:8]],
+               "backward_weight": [round(0.7 * x, 3) for x in _F16[:8]], "comm": 0.05}),
     "zb 1.5B m=24 2p": CASES[0].problem(2),
     "zb 1.5B m=32 2p": CASES[1].problem(2),
     "zb 6.2B m=32 2p": CASES[4].problem(2),
