@@ -34,11 +34,11 @@ print(json.dumps(sched.model_dump(mode="json", exclude={"solve_time_s"}), sort_k
 
 
 def cases(sweep_count: int) -> list[tuple[str, dict, float]]:
-    """(name, problem, time limit): memory-tight unit costs, zero-bubble paper cases (the two unproven 2p
+    """(name, problem, time limit): memory-tight unit costs (p = 16 ones unproven at 2 s), zero-bubble paper cases (the two unproven 2p
     ones at the paper's 60 s, where the search runs long enough to stop on its deterministic limit),
     the batch sweep."""
     out: list[tuple[str, dict, float]] = []
-    for p, m, limit in ((4, 32, 2), (4, 32, 3), (8, 16, 4), (8, 32, 4), (8, 32, 6)):
+    for p, m, limit in ((4, 32, 2), (4, 32, 3), (8, 16, 4), (8, 32, 4), (8, 32, 6), (16, 32, 12), (16, 32, 14)):
         out.append((f"unit p={p} m={m} L={limit}", dict(devices=p, microbatches=m, memory={"limit": limit}), 2.0))
     for index, factor, limit in ((0, 2, 10.0), (4, 1, 10.0), (1, 2, 60.0), (4, 2, 60.0)):
         case = CASES[index]
