@@ -56,7 +56,7 @@ DTIME_PER_SECOND = 0.9
 #: lightly loaded machine, and still leaves the hardest p <= 8 unit-cost proof (0.08 units) room.
 PRECEDENCES_DTIME_PER_SECOND = 0.12
 #: The same for models with a cumulative or reservoir for memory (:func:`cpsat_model.needs_memory_resource`):
-#: on the zero-bubble paper cases, once the search runs, 0.43-0.69 units per wall second with two
+#: on the zero-bubble paper cases, once the search runs, 0.43-0.73 units per wall second with two
 #: workers on an idle machine (``python benchmarks/cpsat_dtime.py --only zb --time-limit 60``), after a
 #: start of a few seconds at about 0.02 units per second. 0.3 stops a long search on its deterministic
 #: limit at about two thirds of its wall time; short searches (a few seconds) still end on the wall.
@@ -129,6 +129,9 @@ BUILD_S_PER_OP = 1e-4
 #: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
 #: with a 0.05 s limit). Callers with a deadline stop the search this much earlier.
 CPSAT_OVERSHOOT_S = 0.3
+#: The same for precedence-only models (no LP, no cumulative to load): a whole proof at 1536 ops took
+#: 0.13 s of wall (``python benchmarks/cpsat_dtime.py``), so loading is well under this.
+PRECEDENCES_OVERSHOOT_S = 0.1
 
 
 #: CP-SAT's first root LP does not look at the clock: at 1536 ops it ran 1.5-2 s past a 1 s limit
@@ -206,18 +209,22 @@ def solve_model(
     fixed = cm.precedences_only and inst.objective == "makespan"
     if fixed:
         add_search_order(cm)
+    overshoot = PRECEDENCES_OVERSHOOT_S if cm.precedences_only else CPSAT_OVERSHOOT_S
+    planned = seconds if nominal is None else nominal
     if dtime is not None and cm.precedences_only:
-        dtime *= PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND
+        # the search gets what the plan leaves after loading, re-timing and building, all in wall time
+        n_ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+        searching = max(0.0, planned - overshoot - retime_cost(inst) - BUILD_S_PER_OP * n_ops)
+        dtime = min(dtime * PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND, PRECEDENCES_DTIME_PER_SECOND * searching)
     elif dtime is not None and needs_memory_resource(inst, sc):
         dtime *= RESOURCE_DTIME_PER_SECOND / DTIME_PER_SECOND
     if extra is not None:
         extra(cm)
     if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing
-        seconds = min(seconds, deadline - time.perf_counter() - CPSAT_OVERSHOOT_S - retime_cost(inst))
+        seconds = min(seconds, deadline - time.perf_counter() - overshoot - retime_cost(inst))
     if seconds <= 0.05:
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    planned = seconds if nominal is None else nominal
     lp = planned >= LP_S_PER_OP * len(inst.kinds) * inst.num_stages * inst.microbatches
     solver_parameters(solver, seconds, workers if lp and not cm.precedences_only else 1, dtime=dtime, lp=lp,
                       precedences_only=cm.precedences_only, fixed_search=fixed)
