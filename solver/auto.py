@@ -55,6 +55,11 @@ from .zb_heuristic import zb_candidates
 _EXACT = ("auto", "cpsat", "ilp")
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.
 BOUND_SHARE = 0.25
+#: Least nominal seconds that share must be for the relaxations to run: their CP-SAT solves spend the
+#: first seconds loading at about 0.003 deterministic units per second (``benchmarks/cpsat_dtime.py``:
+#: 14.6B m=48 2p at a 2 s limit), so a shorter phase only ever ends on the wall clock, and the bound
+#: it returns would depend on the machine's load.
+RELAX_MIN_S = 2.0
 #: Problems up to this many ops skip the relaxations: CP-SAT on the full model closes them directly.
 SMALL_OPS = 1000
 #: Above this many ops the full model is skipped: CP-SAT's propagation on it is so slow that a single
@@ -161,12 +166,14 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     rest = (1 - HEURISTIC_SHARE) * limit  # nominal seconds left for the bound and the search
     small = n_ops <= SMALL_OPS  # the full model proves as much
     relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
-    if not res.proven_optimal and not small and relax <= BOUND_SHARE * rest and left() > relax:
+    relaxed = (not res.proven_optimal and not small and max(relax, RELAX_MIN_S) <= BOUND_SHARE * rest
+               and left() > relax)
+    if relaxed:
         share = left() * BOUND_SHARE - 2 * CPSAT_OVERSHOOT_S  # wall net, after the overshoot
         bound = max(bound, relaxation_bound(inst, share, upper=inc.objective,
                                             hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
-    planned = rest * (1 - BOUND_SHARE) if not small else rest  # nominal seconds for the searches below
+    planned = rest * (1 - BOUND_SHARE) if relaxed else rest  # nominal seconds for the searches below
     search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
     sequential = small and not needs_memory_resource(inst, Scaling.of(inst))
     if not res.proven_optimal and sequential and search <= rest and left() > search:
@@ -177,6 +184,6 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         inc, bound = res.incumbent, max(bound, res.bound or 0.0)
     if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= planned and left() > search:
         res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline, nominal=planned,
-                          dtime=nominal * (0.8 if small else (1 - BOUND_SHARE) * 0.8))
+                          dtime=nominal * (1 - BOUND_SHARE if relaxed else 1.0) * 0.8)
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)
