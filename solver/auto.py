@@ -11,7 +11,9 @@
    ``FULL_MODEL_OPS`` ops (small problems without a memory cumulative: one sequential worker first,
    ``SINGLE_MAX_S`` at most).
 Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
-time limits, fixed seeds, fixed candidate order), so the same problem gives the same schedule.
+time limits calibrated per kind of model, fixed seeds, fixed candidate order), so the same problem
+gives the same schedule unless the wall-clock net cut a step short (a machine much slower than the
+calibration; ``benchmarks/determinism.py`` measures it).
 
 Time limit: every optional phase is sized from the *nominal* budget ``options.time_limit_s`` (so
 the result does not depend on the clock) using measured per-op costs, and skipped when its
