@@ -24,6 +24,7 @@ from ortools.sat.python import cp_model
 from pipesched.solver import Problem, SolveOptions, solve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
 from zb_paper import CASES  # noqa: E402
 
 #: Uneven per-stage forward costs (the batch sweep's shape: B = 1.05 F, W = 0.7 F).
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{sched.status} |")
             print(rows[-1], file=sys.stderr, flush=True)
     load_after = os.getloadavg()[0]
-    command = "python benchmarks/cpsat_dtime.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("cpsat_dtime.py", argv)
     text = (
         "# CP-SAT deterministic time against wall time\n\n"
         f"Made by `{command}` (`auto`, time limit {args.time_limit:g} s; every CP-SAT solve it makes). "
@@ -89,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "| problem | LP | wall (s) | dtime | dtime per s | dtime limit | stopped by | answer |\n"
         "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(text, args.out)
     return 0
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from batch_sweep import sweep  # noqa: E402  (the same seeded problems as the batch benchmark)
+from report import command_line, publish  # noqa: E402
 from zb_paper import CASES  # noqa: E402
 
 _CHILD = """
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| {name} | {limit:g} | {a['status']} / {b['status']} | {values} | {bounds} | {v} |")
         print(rows[-1], file=sys.stderr, flush=True)
     load_after = os.getloadavg()[0]
-    command = "python benchmarks/determinism.py" + "".join(f" {x}" for x in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("determinism.py", argv)
     text = (
         f"# Determinism of `{args.method}` across processes\n\n"
         f"Made by `{command}`. Each problem solved twice, each in a fresh process; `solve_time_s` excluded. "
@@ -90,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "| problem | limit (s) | status | objective | lower bound | verdict |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows) + "\n"
     )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(text, args.out)
     return 0
 
 

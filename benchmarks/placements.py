@@ -17,6 +17,9 @@ from pathlib import Path
 
 from pipesched.solver import Problem, SolveOptions, solve
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
+
 PROFILES = {
     "unit": {"forward": 1.0, "backward_input": 1.0, "backward_weight": 1.0, "comm": 0.0},
     "zb-like": {"forward": 1.0, "backward_input": 1.0, "backward_weight": 0.5, "comm": 0.05},
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"{sched.objective_value:g} | {sched.lower_bound:g} | {gap:.2f}% | {sched.status} | "
                             f"{verdict} | {took:.1f} |")
                 print(rows[-1], file=sys.stderr, flush=True)
-    command = "python benchmarks/placements.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("placements.py", argv)
     text = (
         "# Placements with v = 2 (p = 8, m = 32)\n\n"
         f"Made by `{command}` (auto, time limit {args.time_limit:g} s, objective {args.objective}). Gap = "
@@ -59,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "| placement | costs | memory.limit | recipe | auto | proven bound | gap | status | vs recipe | time (s) |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(text, args.out)
     return 0
 
 

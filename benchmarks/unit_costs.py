@@ -17,6 +17,9 @@ from pathlib import Path
 
 from pipesched.solver import Problem, SolveOptions, solve
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"p={p} m={m} limit={limit}: {sched.status} {sched.objective_value:g} "
                       f"(bound {sched.lower_bound:g}) {took:.2f}s", file=sys.stderr, flush=True)
             summary.append(f"| {p} | {m} | {proven} / {2 * p} | {slow_proven:.2f} | {slowest:.2f} |")
-    command = "python benchmarks/unit_costs.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("unit_costs.py", argv)
     text = (
         "# Unit costs, every memory limit\n\n"
         f"Made by `{command}` (method auto, time limit {args.time_limit:g} s, objective {args.objective}). "
@@ -58,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         "| p | m | limit | makespan | bound | gap | time (s) |\n|---|---|---|---|---|---|---|\n"
         + "\n".join(open_cases) + "\n"
     )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(text, args.out)
     return 0
 
 

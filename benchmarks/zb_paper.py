@@ -24,6 +24,9 @@ from pathlib import Path
 from pipesched.solver import Instance, NotApplicableError, Problem, SolveOptions, solve
 from pipesched.solver.metrics import bubble_ratio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
+
 SEQUENCE = 1024
 
 
@@ -110,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         for factor in factors:
             rows.append(row(i, CASES[i], factor, args.time_limit))
             print(rows[-1], file=sys.stderr, flush=True)
-    command = "python benchmarks/zb_paper.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("zb_paper.py", argv)
     header = ("| # | model | p | m | limit | published ZB | ours (auto) | proven bound | gap (points) | status | "
               "vs published | time (s) | 1F1B | ZB-H1 | ZB-H2 |")
     text = (
@@ -123,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{load_before:.1f} before and {os.getloadavg()[0]:.1f} after.\n\n"
         + header + "\n" + "|---" * (header.count("|") - 1) + "|\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(text, args.out)
     return 0
 
 
