@@ -87,10 +87,6 @@ def _close(a: float, b: float) -> bool:
     return a - b <= 1e-9 * max(1.0, abs(a))
 
 
-def _ops(inst: Instance) -> int:
-    return len(inst.kinds) * inst.num_stages * inst.microbatches
-
-
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
                          stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
     """Every heuristic's order that respects the memory limit, in a fixed order: the zero-bubble grid
@@ -102,7 +98,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
         out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
     if out and _close(min(c.objective for _, c in out), bound):
         return out
-    recipe = RECIPE_S_PER_OP * _ops(inst)
+    recipe = RECIPE_S_PER_OP * inst.num_ops
     spent = GRID_SHARE * options.time_limit_s
     for m in sorted(methods(), key=lambda m: m.name):
         if m.name in _EXACT or m.applies(problem):
@@ -164,7 +160,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         return deadline - time.perf_counter()
 
     nominal = limit * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
-    n_ops = _ops(inst)
+    n_ops = inst.num_ops
     rest = (1 - HEURISTIC_SHARE) * limit  # nominal seconds left for the bound and the search
     small = n_ops <= SMALL_OPS  # the full model proves as much
     relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices

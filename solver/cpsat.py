@@ -143,14 +143,14 @@ LP_S_PER_OP = 1.2e-3
 
 def retime_cost(inst: Instance) -> float:
     """Estimated wall seconds of :func:`retime` (only the exact stage-span timing costs much)."""
-    ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    ops = inst.num_ops
     exact = inst.objective == "stage_span" and ops <= EXACT_TIMING_OPS
     return RETIME_S_PER_OP * ops if exact else 5e-5 * ops
 
 
 def retime(inst: Instance, order: Order) -> Incumbent:
     """Exact times for an order: its optimal timing when affordable, else :func:`build.compact`'s."""
-    if len(inst.kinds) * inst.num_stages * inst.microbatches > EXACT_TIMING_OPS:
+    if inst.num_ops > EXACT_TIMING_OPS:
         return Incumbent.of(inst, order)
     return Incumbent.of(inst, order, best_times(inst, order))
 
@@ -213,8 +213,7 @@ def solve_model(
     planned = seconds if nominal is None else nominal
     if dtime is not None and cm.precedences_only:
         # the search gets what the plan leaves after loading, re-timing and building, all in wall time
-        n_ops = len(inst.kinds) * inst.num_stages * inst.microbatches
-        searching = max(0.0, planned - overshoot - retime_cost(inst) - BUILD_S_PER_OP * n_ops)
+        searching = max(0.0, planned - overshoot - retime_cost(inst) - BUILD_S_PER_OP * inst.num_ops)
         dtime = min(dtime * PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND, PRECEDENCES_DTIME_PER_SECOND * searching)
     elif dtime is not None and needs_memory_resource(inst, sc):
         dtime *= RESOURCE_DTIME_PER_SECOND / DTIME_PER_SECOND
@@ -225,7 +224,7 @@ def solve_model(
     if seconds <= 0.05:
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    lp = planned >= LP_S_PER_OP * len(inst.kinds) * inst.num_stages * inst.microbatches
+    lp = planned >= LP_S_PER_OP * inst.num_ops
     solver_parameters(solver, seconds, workers if lp and not cm.precedences_only else 1, dtime=dtime, lp=lp,
                       precedences_only=cm.precedences_only, fixed_search=fixed)
     status = solver.solve(cm.model)
@@ -292,7 +291,7 @@ def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = No
 
 def finish_margin(inst: Instance) -> float:
     """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count)."""
-    return 0.1 + 3e-5 * len(inst.kinds) * inst.num_stages * inst.microbatches
+    return 0.1 + 3e-5 * inst.num_ops
 
 
 def finish(problem: Problem, name: str, inst: Instance, inc: Incumbent, proven: bool, bound: float | None,
@@ -318,7 +317,7 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
     from .auto import FULL_MODEL_OPS
 
-    n_ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    n_ops = inst.num_ops
     too_big = n_ops > FULL_MODEL_OPS or left <= BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1
     if closed or too_big:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))

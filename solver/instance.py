@@ -97,6 +97,11 @@ class Instance:
     def kinds(self) -> tuple[Kind, ...]:
         return KINDS if self.split_backward else ("F", "B")
 
+    @property
+    def num_ops(self) -> int:
+        """How many ops a schedule has: what every time and model-size estimate scales with."""
+        return len(self.kinds) * self.num_stages * self.microbatches
+
     @cached_property
     def stages_of_device(self) -> tuple[tuple[int, ...], ...]:
         """Stages held by each device, in model order."""

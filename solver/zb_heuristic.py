@@ -207,7 +207,7 @@ def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
             for e in extras]
     plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
     grid = list(dict.fromkeys(head + plain + scaled + rest))
-    ops = len(inst.kinds) * inst.num_stages * inst.microbatches
+    ops = inst.num_ops
     size = min(48, max(len(head), GRID_WORK // max(1, ops)))
     if seconds is not None:
         size = min(size, int(seconds * GRID_OPS_PER_SECOND / max(1, ops)))
