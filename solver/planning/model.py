@@ -1,0 +1,206 @@
+"""The wire format of a network and a cluster, the input of planning (issue 10).
+
+A :class:`Model` lists a network's layers in model order with per-microbatch costs, activation-memory
+deltas (the same event semantics as :class:`~pipesched.solver.Problem`: a positive delta is held from an
+op's start, a negative one released at its end, the three sum to 0), the memory a layer holds whatever the
+schedule (``static``: weights, gradients, optimizer state) and the size of the activation it sends on.
+A :class:`Cluster` says how many devices hold the pipeline, how much memory each has and how fast the
+link between them is. Planning turns the pair into a :class:`~pipesched.solver.Problem` per candidate
+split; this module only describes and checks them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Largest magnitude accepted for a cost, a delta, a size or a memory figure: far beyond any real model
+#: (1e12 ms is 30 years), small enough that sums over thousands of ops stay exact to float precision.
+MAX_MAGNITUDE = 1e12
+
+
+def _check_number(where: str, x: float, *, non_negative: bool) -> str | None:
+    if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
+        return f"{where} must be a finite number of magnitude <= {MAX_MAGNITUDE:g} (got {x})"
+    if non_negative and x < 0:
+        return f"{where} must be >= 0 (got {x})"
+    return None
+
+
+class LayerMemory(BaseModel):
+    """Activation-memory deltas of one layer's F, B and W for one microbatch (they sum to 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    forward: float = 0.0
+    backward_input: float = 0.0
+    backward_weight: float = 0.0
+
+    def errors(self, where: str) -> list[str]:
+        parts = (self.forward, self.backward_input, self.backward_weight)
+        errs = [e for name, x in zip(("forward", "backward_input", "backward_weight"), parts, strict=True)
+                if (e := _check_number(f"{where}.{name}", x, non_negative=False))]
+        total, scale = sum(parts), max(1.0, *(abs(x) for x in parts))
+        if not errs and abs(total) > 1e-9 * scale:
+            errs.append(f"{where} deltas sum to {total:g}, not 0: activations would leak")
+        return errs
+
+
+class Recompute(BaseModel):
+    """A layer's deltas under activation checkpointing: its B re-runs its F first (B costs
+    ``backward_input + forward``) and, while it does, the full ``memory.forward`` is live again."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory: LayerMemory
+
+
+class Layer(BaseModel):
+    """One layer (or ``repeat`` identical ones) in model order; times are per microbatch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(..., min_length=1, max_length=200)
+    repeat: int = Field(1, ge=1, le=100_000, description="Expand into this many identical layers.")
+    forward: float = 0.0
+    backward_input: float = 0.0
+    backward_weight: float = 0.0
+    memory: LayerMemory = Field(default_factory=LayerMemory)
+    static: float = Field(0.0, description="Memory held whatever the schedule: weights, grads, optimizer state.")
+    output: float = Field(0.0, description="Size of the activation sent to the next layer (and of its gradient).")
+    recompute: Recompute | None = None
+
+
+class Units(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: str = "ms"
+    memory: str = "GiB"
+
+
+class Model(BaseModel):
+    """A network as layers in model order (the first receives the data, the last computes the loss)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layers: list[Layer] = Field(..., min_length=1)
+    units: Units = Field(default_factory=Units)
+
+    @model_validator(mode="after")
+    def _check(self) -> Model:
+        errors: list[str] = []
+        for k, layer in enumerate(self.layers):
+            where = f"layers[{k}] ({layer.name})"
+            for field in ("forward", "backward_input", "backward_weight", "static", "output"):
+                e = _check_number(f"{where}.{field}", getattr(layer, field), non_negative=True)
+                if e:
+                    errors.append(e)
+            errors += layer.memory.errors(f"{where}.memory")
+            if layer.recompute is not None:
+                errors += layer.recompute.memory.errors(f"{where}.recompute.memory")
+        if sum(layer.repeat for layer in self.layers) > 100_000:
+            errors.append("the model expands to more than 100000 layers")
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    def expanded(self) -> list[ExpandedLayer]:
+        """Every layer once per ``repeat``, indexed in model order (the indices plans refer to)."""
+        out: list[ExpandedLayer] = []
+        for layer in self.layers:
+            for r in range(layer.repeat):
+                name = layer.name if layer.repeat == 1 else f"{layer.name}.{r}"
+                out.append(ExpandedLayer.of(len(out), name, layer))
+        return out
+
+
+@dataclass(frozen=True)
+class ExpandedLayer:
+    """One expanded layer as plain numbers (planning's hot loops read these, not pydantic objects)."""
+
+    index: int
+    name: str
+    kind: str  # the Layer's name before expansion: layers of one kind are identical
+    forward: float
+    backward_input: float
+    backward_weight: float
+    mem_forward: float
+    mem_backward_input: float
+    mem_backward_weight: float
+    static: float
+    output: float
+    recompute: tuple[float, float, float] | None  # (forward, backward_input, backward_weight) deltas
+
+    @classmethod
+    def of(cls, index: int, name: str, layer: Layer) -> ExpandedLayer:
+        rc = layer.recompute.memory if layer.recompute is not None else None
+        return cls(index, name, layer.name, layer.forward, layer.backward_input, layer.backward_weight,
+                   layer.memory.forward, layer.memory.backward_input, layer.memory.backward_weight,
+                   layer.static, layer.output,
+                   (rc.forward, rc.backward_input, rc.backward_weight) if rc is not None else None)
+
+
+class Link(BaseModel):
+    """Point-to-point link between devices: a message of size x takes ``latency + x / bandwidth``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency: float = Field(0.0, ge=0.0, le=MAX_MAGNITUDE, description="Time units per message.")
+    bandwidth: float | None = Field(None, gt=0.0, le=1e18,
+                                    description="Memory units per time unit; null: sizes cost nothing.")
+
+    def time(self, size: float) -> float:
+        return self.latency + (size / self.bandwidth if self.bandwidth else 0.0)
+
+
+class Cluster(BaseModel):
+    """The devices that hold one pipeline, and the choices left to the planner."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    devices: int = Field(..., ge=1, le=1024)
+    stages_per_device: int = Field(1, ge=1, le=64)
+    placement: Literal["loop", "v"] = "loop"
+    memory_per_device: float | list[float] | None = Field(
+        None, description="Total memory per device (static + activations), in the model's memory unit.")
+    link: Link = Field(default_factory=Link)
+    microbatches: int | list[int] = Field(..., description="The microbatch count, or the counts to choose from.")
+    objective: Literal["makespan", "stage_span"] = "makespan"
+    split_backward: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Cluster:
+        errors: list[str] = []
+        if self.placement == "v" and self.stages_per_device != 2:
+            errors.append(f"placement 'v' needs stages_per_device = 2 (got {self.stages_per_device})")
+        counts = self.microbatches if isinstance(self.microbatches, list) else [self.microbatches]
+        if not counts:
+            errors.append("microbatches must be a number or a non-empty list")
+        errors += [f"microbatches must be between 1 and 4096 (got {m})" for m in counts if not 1 <= m <= 4096]
+        mem = self.memory_per_device
+        if isinstance(mem, list) and len(mem) != self.devices:
+            errors.append(f"memory_per_device has {len(mem)} entries but there are {self.devices} devices")
+        elif mem is not None:
+            for d, x in enumerate(mem if isinstance(mem, list) else [mem]):
+                where = f"memory_per_device[{d}]" if isinstance(mem, list) else "memory_per_device"
+                if e := _check_number(where, x, non_negative=True):
+                    errors.append(e)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+    @property
+    def num_stages(self) -> int:
+        return self.devices * self.stages_per_device
+
+    def memory(self, device: int) -> float:
+        mem = self.memory_per_device
+        if mem is None:
+            return math.inf
+        return mem[device] if isinstance(mem, list) else mem
+
+    def microbatch_choices(self) -> list[int]:
+        return sorted(set(self.microbatches if isinstance(self.microbatches, list) else [self.microbatches]))
