@@ -1,13 +1,18 @@
-"""Cache-hit throughput and latency of POST /v1/solve, beside FastAPI's own ceiling.
+"""Cache-hit throughput and latency of POST /v1/solve, against a raw ASGI ceiling and a FastAPI route.
 
-Starts two uvicorn servers on loopback with the same settings: ``pipesched serve`` (SQLite
-cache, one entry solved beforehand) and a bare FastAPI app whose POST /v1/solve ignores the
-body and returns a constant of the same size as our answer. A closed-loop load generator
-(raw asyncio sockets, HTTP/1.1 keep-alive, ``--connections`` in flight) drives them in
-alternating rounds, so all see the same machine load. Two kinds of cache hit: a client
-re-sending the same bytes (a restarted trainer: the parsed request is memoised by its bytes) and
-requests whose bytes all differ (``wait_s``), parsed, validated and keyed every time. Reports req/s and p50/p99 latency (medians over rounds)
-and the share of the ceiling (target >= 70%).
+Starts three uvicorn servers on loopback with the same settings: ``pipesched serve`` (SQLite
+cache, one entry solved beforehand); the **ceiling**, a raw ASGI app that reads the request body
+and returns the very bytes and headers of our cache hit (what our fast path does, minus the cache
+lookup: no server on this stack can answer faster); and a plain FastAPI route returning the same
+bytes (the framework's per-request cost, a second reference). A closed-loop load generator (raw
+asyncio sockets, HTTP/1.1 keep-alive, ``--connections`` in flight) drives them in alternating
+rounds, so all see the same machine load. Two kinds of cache hit: a client re-sending the same
+bytes (a restarted trainer: the parsed request is memoised by its bytes), and requests whose bytes
+never repeat within the run (a different ``wait_s``, which a hit ignores, from one counter shared
+by all connections and rounds, so the server's memo of parsed bodies never serves one): parsed,
+validated and keyed every time. Reports req/s, p50/p99 latency (medians over rounds) and, for
+each, the median of per-round ratios to the ceiling and to the FastAPI route (target >= 70% of
+the ceiling for new bytes).
 
     python benchmarks/service_throughput.py [--rounds 10] [--seconds 2] [--connections 16]
 """
@@ -16,35 +21,58 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+from fastapi import FastAPI, Request, Response
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "service_throughput.md"
-BARE = "bare FastAPI (constant)"
+CEILING = "ceiling: raw ASGI app, same bytes as a cache hit"
+ROUTE = "FastAPI route returning the same bytes"
 SAME = "pipesched cache hit, same bytes each time"
 NEW = "pipesched cache hit, new bytes each time (parse, validate, key)"
 PROBLEM = {"devices": 4, "microbatches": 8, "costs": {"forward": [1.0, 1.1, 1.2, 1.3]}}
+HEADERS = [(b"content-type", b"application/json")]
 
 
-def bare_app(size: int):  # noqa: ANN201
-    """FastAPI's ceiling: same route, constant body of ``size`` bytes, no parsing, no cache."""
-    from fastapi import FastAPI, Response
+def ceiling_app(answer: bytes):  # noqa: ANN201
+    """The ceiling: a bare ASGI callable that drains the body and sends ``answer`` with the headers
+    our cache-hit fast path sends (``api/middleware.py``)."""
+    headers = [*HEADERS, (b"content-length", str(len(answer)).encode())]
 
+    async def app(scope: dict, receive, send) -> None:  # noqa: ANN001
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            message = await receive()
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+def route_app(answer: bytes) -> FastAPI:
+    """The framework's reference: a FastAPI route that reads the body and returns ``answer``."""
     app = FastAPI()
-    body = b'{"pad":"' + b"x" * (size - 10) + b'"}'
 
     @app.post("/v1/solve")
-    async def constant() -> Response:
-        return Response(body, media_type="application/json")
+    async def constant(request: Request) -> Response:
+        await request.body()
+        return Response(answer, media_type="application/json")
 
     return app
 
@@ -72,20 +100,21 @@ def _request(body: bytes) -> bytes:
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-async def _one_connection(port: int, body: bytes, vary: int | None, stop_at: float, latencies: list[float]) -> None:
-    """Closed loop on one keep-alive connection. With ``vary``, every request's bytes differ (a
-    different ``wait_s``, which a cache hit ignores, cycling through more variants than the server
-    memoises)."""
+def varied_body(body: bytes, i: int) -> bytes:
+    """``body`` with ``"wait_s": 30.<i as 9 digits>`` in front: distinct bytes for every ``i`` below
+    1e9, the same cache entry (a hit ignores ``wait_s``), within ``max_wait_s``."""
+    return b'{"wait_s":30.' + f"{i:09d}".encode() + b"," + body[1:]
+
+
+async def _one_connection(port: int, body: bytes, counter: Iterator[int] | None, stop_at: float,
+                          latencies: list[float]) -> None:
+    """Closed loop on one keep-alive connection. With ``counter`` every request takes the next
+    number from it, so no two requests of the run carry the same bytes."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     fixed = _request(body)
-    i = vary or 0
     try:
         while time.perf_counter() < stop_at:
-            if vary is not None:
-                i = (i + 1) % 100_000
-                request = _request(b'{"wait_s":' + str(30 + i / 1000).encode() + b"," + body[1:])
-            else:
-                request = fixed
+            request = fixed if counter is None else _request(varied_body(body, next(counter)))
             t0 = time.perf_counter()
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
@@ -101,13 +130,13 @@ async def _one_connection(port: int, body: bytes, vary: int | None, stop_at: flo
 
 
 def run_round(port: int, body: bytes, seconds: float, connections: int,
-              vary: bool = False) -> tuple[float, list[float]]:
+              counter: Iterator[int] | None = None) -> tuple[float, list[float]]:
+    """``connections`` closed loops for ``seconds``: (requests per second, latencies)."""
     latencies: list[float] = []
 
     async def main() -> None:
         stop_at = time.perf_counter() + seconds
-        await asyncio.gather(*(_one_connection(port, body, c * 6007 if vary else None, stop_at, latencies)
-                               for c in range(connections)))
+        await asyncio.gather(*(_one_connection(port, body, counter, stop_at, latencies) for _ in range(connections)))
 
     t0 = time.perf_counter()
     asyncio.run(main())
@@ -119,51 +148,76 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--bare-server", nargs=2, type=int, metavar=("PORT", "SIZE"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.bare_server:
-        import uvicorn
+def serve_reference(kind: str, port: int, answer_file: str) -> None:
+    import uvicorn
 
-        port, size = args.bare_server
-        uvicorn.run(bare_app(size), host="127.0.0.1", port=port, log_level="warning", access_log=False)
-        return 0
+    answer = Path(answer_file).read_bytes()
+    app = ceiling_app(answer) if kind == "ceiling" else route_app(answer)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
-    load_before = os.getloadavg()
-    tmp = tempfile.mkdtemp(prefix="pipesched-bench-")
-    ours_port, bare_port = free_port(), free_port()
+
+def post(port: int, body: bytes) -> bytes:
+    response = httpx.post(f"http://127.0.0.1:{port}/v1/solve", content=body,
+                          headers={"content-type": "application/json"}, timeout=60)
+    response.raise_for_status()
+    return response.content
+
+
+def measure(args: argparse.Namespace, tmp: str) -> tuple[dict[str, list[tuple[float, list[float]]]], int, int]:
+    """Start the three servers, check they answer the same bytes, run the alternating rounds.
+    Returns the rounds per server, the answer size and how many distinct new-bytes bodies were sent."""
+    ports = {name: free_port() for name in (SAME, CEILING, ROUTE)}
     procs: list[subprocess.Popen] = []
     try:
-        ours = subprocess.Popen([sys.executable, "-m", "pipesched", "serve", "--port", str(ours_port),
+        ours = subprocess.Popen([sys.executable, "-m", "pipesched", "serve", "--port", str(ports[SAME]),
                                  "--db", f"sqlite:///{tmp}/cache.db"], stdout=subprocess.DEVNULL)
         procs.append(ours)
-        wait_healthy(f"http://127.0.0.1:{ours_port}", "/healthz", ours)
+        wait_healthy(f"http://127.0.0.1:{ports[SAME]}", "/healthz", ours)
         body = json.dumps({"problem": PROBLEM, "method": "gpipe"}).encode()
-        first = httpx.post(f"http://127.0.0.1:{ours_port}/v1/solve", content=body,
-                           headers={"content-type": "application/json"}, timeout=60)
-        first.raise_for_status()
-        size = len(httpx.post(f"http://127.0.0.1:{ours_port}/v1/solve", content=body,
-                              headers={"content-type": "application/json"}).content)
-        bare = subprocess.Popen([sys.executable, __file__, "--bare-server", str(bare_port), str(size)],
-                                stdout=subprocess.DEVNULL)
-        procs.append(bare)
-        wait_healthy(f"http://127.0.0.1:{bare_port}", "/docs", bare)
-        run_round(ours_port, body, 1.0, args.connections)  # warm both
-        run_round(bare_port, body, 1.0, args.connections)
-        results: dict[str, list[tuple[float, list[float]]]] = {BARE: [], SAME: [], NEW: []}
+        post(ports[SAME], body)  # solves and caches
+        answer = post(ports[SAME], body)  # the cache hit's bytes
+        if post(ports[SAME], varied_body(body, 999_999_999)) != answer:
+            raise RuntimeError("a different wait_s changed the cache hit's bytes")
+        answer_file = Path(tmp) / "answer.json"
+        answer_file.write_bytes(answer)
+        for name, kind in ((CEILING, "ceiling"), (ROUTE, "route")):
+            proc = subprocess.Popen([sys.executable, __file__, "--reference-server", kind, str(ports[name]),
+                                     str(answer_file)], stdout=subprocess.DEVNULL)
+            procs.append(proc)
+            wait_healthy(f"http://127.0.0.1:{ports[name]}", "/docs", proc)
+            if post(ports[name], body) != answer:
+                raise RuntimeError(f"{name} does not return the cache hit's bytes")
+        counter = itertools.count()
+        for name in (CEILING, ROUTE, SAME):  # warm up
+            run_round(ports[name], body, 1.0, args.connections)
+        run_round(ports[SAME], body, 1.0, args.connections, counter)
+        results: dict[str, list[tuple[float, list[float]]]] = {CEILING: [], ROUTE: [], SAME: [], NEW: []}
         for _ in range(args.rounds):
-            results[BARE].append(run_round(bare_port, body, args.seconds, args.connections))
-            results[SAME].append(run_round(ours_port, body, args.seconds, args.connections))
-            results[NEW].append(run_round(ours_port, body, args.seconds, args.connections, vary=True))
+            for name in (CEILING, ROUTE, SAME):
+                results[name].append(run_round(ports[name], body, args.seconds, args.connections))
+            results[NEW].append(run_round(ports[SAME], body, args.seconds, args.connections, counter))
     finally:
         for p in procs:
             p.terminate()
             p.wait(10)
-    load_after = os.getloadavg()
+    return results, len(answer), next(counter)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--reference-server", nargs=3, metavar=("KIND", "PORT", "ANSWER_FILE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.reference_server:
+        kind, port, answer_file = args.reference_server
+        serve_reference(kind, int(port), answer_file)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="pipesched-bench-") as tmp:
+        results, size, distinct = measure(args, tmp)
 
     rows = []
     for name, runs in results.items():
@@ -171,34 +225,31 @@ def main() -> int:
         p50 = statistics.median(percentile(lat, 0.50) for _, lat in runs) * 1e3
         p99 = statistics.median(percentile(lat, 0.99) for _, lat in runs) * 1e3
         rows.append((name, rate, p50, p99))
-    ceiling = rows[0][1]
-    # Each round of ours ran right after a round of the bare app: their ratio cancels most of the
-    # load the other tenants of the machine put on it; report the median of those paired ratios.
-    paired = {name: statistics.median(o[0] / b[0] for b, o in zip(results[BARE], results[name], strict=True))
-              for name in results}
-    command = "python benchmarks/service_throughput.py " + " ".join(
-        f"--{k} {v}" for k, v in (("rounds", args.rounds), ("seconds", args.seconds), ("connections", args.connections)))
+    # Each server's round ran right after the others' in the same cycle: per-round ratios cancel
+    # most of the load the other tenants of the machine put on it; report their medians.
+
+    def paired(name: str, reference: str) -> float:
+        return statistics.median(o[0] / b[0] for b, o in zip(results[reference], results[name], strict=True))
+
     lines = [
-        "# Service throughput: cache hits vs the bare FastAPI ceiling",
+        "# Service throughput: cache hits vs a raw ASGI ceiling and a FastAPI route",
         "",
-        f"Command: `{command}`  ",
-        f"Response size {size} bytes; {args.connections} keep-alive connections on loopback; "
-        f"{args.rounds} alternating rounds of {args.seconds:g} s; medians over rounds.  ",
-        f"Machine: {os.cpu_count()} cores shared with other work; load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
+        f"Command: `{command_line('service_throughput.py', argv)}`  ",
+        f"Response size {size} bytes, identical from all three servers; {args.connections} keep-alive connections "
+        f"on loopback; {args.rounds} alternating rounds of {args.seconds:g} s; medians over rounds. The new-bytes "
+        f"rows sent {distinct} distinct bodies (one counter for the whole run: none repeated).",
         "",
-        f"**Cache hits reach {paired[SAME]:.0%} of the bare FastAPI ceiling when a client re-sends the same "
-        f"bytes, {paired[NEW]:.0%} when every request's bytes are new** (median of per-round ratios; target >= 70%).",
+        f"**Cache hits reach {paired(SAME, CEILING):.0%} of the raw ASGI ceiling when a client re-sends the same "
+        f"bytes, {paired(NEW, CEILING):.0%} when every request's bytes are new** (median of per-round ratios; "
+        f"target >= 70%); against the FastAPI route: {paired(SAME, ROUTE):.0%} and {paired(NEW, ROUTE):.0%}.",
         "",
-        "| server | req/s | p50 ms | p99 ms | vs ceiling, per-round ratio | vs ceiling, ratio of medians |",
+        "| server | req/s | p50 ms | p99 ms | vs ceiling, per-round ratio | vs FastAPI route, per-round ratio |",
         "|---|---|---|---|---|---|",
     ]
     for name, rate, p50, p99 in rows:
-        lines.append(f"| {name} | {rate:.0f} | {p50:.2f} | {p99:.2f} | {paired[name]:.0%} | {rate / ceiling:.0%} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+        lines.append(f"| {name} | {rate:.0f} | {p50:.2f} | {p99:.2f} | {paired(name, CEILING):.0%} | "
+                     f"{paired(name, ROUTE):.0%} |")
+    publish("\n".join(lines) + "\n", args.out)
     return 0
 
 
