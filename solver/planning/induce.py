@@ -1,0 +1,165 @@
+"""The Problem a split induces: stage sums, per-device activation limits and one comm lag.
+
+A *split* cuts the expanded layers into ``S = devices × stages_per_device`` non-empty contiguous
+ranges, stage ``s`` holding ``[bounds[s], bounds[s+1])`` on device ``stage_device(s)`` (``s % p`` for
+loop, the V fold for ``v``), with a recompute flag per stage.
+
+Two simplifications keep every reported step time *safe* (an upper bound on the true one) while the
+Problem has one scalar comm and no transient:
+
+- ``comm`` is the largest ``link.time(output)`` over boundaries between different devices. Lags only
+  delay successors, so a schedule valid under the largest lag is valid under the true smaller ones.
+- The recompute transient (while a recomputing stage's B runs, its layers' full ``memory.forward`` is
+  live again) is reserved in the device's limit: at most one B runs on a device at a time, so the true
+  peak is at most the scheduled activations plus the device's largest transient.
+
+The limit of device d is ``memory_per_device[d] − Σ static(stages on d) − max transient(stages on d)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pipesched.solver import Costs, Memory, Problem, stage_device
+
+from .model import Cluster, ExpandedLayer
+from .sums import StageSums, stage_sums, tidy
+
+
+class InfeasibleSplit(ValueError):
+    """No schedule can run this split (or model) on this cluster; the message names device and layer."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Stage ``s`` holds expanded layers ``[bounds[s], bounds[s+1])``; ``recompute[s]`` checkpoints it."""
+
+    bounds: tuple[int, ...]
+    recompute: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, bounds: list[int] | tuple[int, ...], recompute: list[bool] | tuple[bool, ...] | None = None) -> Split:
+        rc = tuple(recompute) if recompute is not None else (False,) * (len(bounds) - 1)
+        return cls(tuple(bounds), rc)
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.bounds) - 1
+
+    def layers(self, stage: int) -> range:
+        return range(self.bounds[stage], self.bounds[stage + 1])
+
+    def errors(self, num_layers: int, num_stages: int) -> list[str]:
+        """Why this is not a split of ``num_layers`` layers into ``num_stages`` non-empty stages."""
+        b = self.bounds
+        errs = []
+        if len(b) != num_stages + 1:
+            errs.append(f"a split into {num_stages} stages needs {num_stages + 1} bounds (got {len(b)})")
+        elif b[0] != 0 or b[-1] != num_layers:
+            errs.append(f"bounds must run from 0 to the {num_layers} layers (got {b[0]} .. {b[-1]})")
+        errs += [f"stage {s} is empty or reversed: layers [{b[s]}, {b[s + 1]})"
+                 for s in range(len(b) - 1) if b[s + 1] <= b[s]]
+        if len(self.recompute) != len(b) - 1:
+            errs.append(f"recompute has {len(self.recompute)} flags for {len(b) - 1} stages")
+        return errs
+
+
+def stage_devices(cluster: Cluster) -> list[int]:
+    """The device of each model stage under the cluster's placement."""
+    return [stage_device(s, cluster.devices, cluster.placement) for s in range(cluster.num_stages)]
+
+
+def one_microbatch_peak(stages: list[StageSums]) -> float:
+    """Activation peak of one microbatch alone on a device holding ``stages`` (model order): its Fs in
+    order, then B and W stage by stage backwards; every schedule's peak on that device is at least this
+    (the microbatch's own Fs are held until its Bs), transients included."""
+    held = peak = 0.0
+    for st in stages:
+        peak = max(peak, held + max(st.d_forward, 0.0))
+        held += st.d_forward
+    for st in reversed(stages):
+        peak = max(peak, held + max(st.d_backward_input, 0.0) + st.transient)
+        held += st.d_backward_input
+        peak = max(peak, held + max(st.d_backward_weight, 0.0))
+        held += st.d_backward_weight
+    return peak
+
+
+def _heaviest(layers: list[ExpandedLayer], r: range, key: str) -> str:
+    k = max(r, key=lambda i: getattr(layers[i], key))
+    return f"layer {k} ({layers[k].name})"
+
+
+def device_limits(layers: list[ExpandedLayer], cluster: Cluster, split: Split,
+                  sums: list[StageSums]) -> list[float | None]:
+    """Each device's activation limit (None when memory is unbounded); raises :class:`InfeasibleSplit`
+    when static memory alone, or one microbatch, does not fit."""
+    where = stage_devices(cluster)
+    limits: list[float | None] = []
+    for d in range(cluster.devices):
+        mine = [s for s in range(split.num_stages) if where[s] == d]
+        total = cluster.memory(d)
+        if math.isinf(total):
+            limits.append(None)
+            continue
+        static = math.fsum(sums[s].static for s in mine)
+        transient = max((sums[s].transient for s in mine), default=0.0)
+        limit = tidy(total - static - transient)
+        span = ", ".join(f"[{split.bounds[s]}, {split.bounds[s + 1]})" for s in mine)
+        if total - static < 0:
+            heavy = _heaviest(layers, range(split.bounds[mine[0]], split.bounds[mine[0] + 1]), "static")
+            raise InfeasibleSplit(f"device {d}: static memory {static:g} of layers {span} (heaviest {heavy}) "
+                                  f"exceeds its memory {total:g}")
+        plain = [StageSums(**{**vars(sums[s]), "transient": 0.0}) for s in mine]
+        need = one_microbatch_peak(plain)
+        if need > limit * (1 + 1e-12) + 1e-12:
+            s = max(mine, key=lambda s: sums[s].held + sums[s].transient)
+            heavy = _heaviest(layers, split.layers(s), "mem_forward")
+            raise InfeasibleSplit(
+                f"device {d}: one microbatch needs {need:g} of activations (layers {span}, heaviest {heavy}) "
+                f"but only {limit:g} is left after static {static:g} and recompute transient {transient:g} "
+                f"of memory {total:g}")
+        limits.append(limit)
+    return limits
+
+
+def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbatches: int) -> Problem:
+    """The :class:`Problem` of running ``split`` on ``cluster`` with ``microbatches`` microbatches."""
+    errs = split.errors(len(layers), cluster.num_stages)
+    if errs:
+        raise ValueError("; ".join(errs))
+    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
+            for s in range(split.num_stages)]
+    where = stage_devices(cluster)
+    comm = max((cluster.link.time(sums[s].output) for s in range(split.num_stages - 1)
+                if where[s] != where[s + 1]), default=0.0)
+    limits = device_limits(layers, cluster, split, sums)
+    limit = None if cluster.memory_per_device is None else [float(x) for x in limits if x is not None]
+    return Problem(
+        devices=cluster.devices, microbatches=microbatches, stages_per_device=cluster.stages_per_device,
+        placement=cluster.placement, split_backward=cluster.split_backward, objective=cluster.objective,
+        costs=Costs(forward=[x.forward for x in sums], backward_input=[x.backward_input for x in sums],
+                    backward_weight=[x.backward_weight for x in sums], comm=tidy(comm)),
+        memory=Memory(forward=[x.d_forward for x in sums], backward_input=[x.d_backward_input for x in sums],
+                      backward_weight=[x.d_backward_weight for x in sums], limit=limit),
+    )
+
+
+def model_infeasibility(layers: list[ExpandedLayer], cluster: Cluster) -> str | None:
+    """Why no split of the model fits the cluster at all, or None: a layer whose static memory plus
+    one microbatch's activations (recomputed if that is smaller) exceeds every device, or more static
+    memory in total than all devices hold."""
+    if cluster.memory_per_device is None:
+        return None
+    largest = max(cluster.memory(d) for d in range(cluster.devices))
+    for x in layers:
+        need = min(one_microbatch_peak([stage_sums([x], 0, 1, rc)]) for rc in (False, True))
+        if x.static + need > largest:
+            return (f"layer {x.index} ({x.name}) needs {x.static + need:g} (static {x.static:g} + activations "
+                    f"{need:g}) but no device has more than {largest:g}")
+    static = math.fsum(x.static for x in layers)
+    total = math.fsum(cluster.memory(d) for d in range(cluster.devices))
+    if static > total:
+        return f"the layers' static memory {static:g} exceeds the {total:g} all {cluster.devices} devices hold"
+    return None

@@ -1,0 +1,119 @@
+"""What a contiguous range of expanded layers adds up to as one pipeline stage.
+
+Planning looks at thousands of candidate stages, so a :class:`LayerTable` keeps prefix sums of every
+per-layer figure and answers a range in O(1); :func:`stage_sums` is the exact (``math.fsum``, tidied)
+version the induced :class:`~pipesched.solver.Problem` is built from.
+
+Recomputation (activation checkpointing) of a stage applies to the layers that define ``recompute``:
+their deltas become the recompute deltas, their B re-runs their F first (B costs
+``backward_input + forward``), and while that B runs their full ``memory.forward`` is live again: the
+stage's *transient* (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", §4: full recomputation stores only each layer's input).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import accumulate
+
+from .model import ExpandedLayer
+
+
+def tidy(x: float) -> float:
+    """``x`` to 12 significant digits: sums like 0.1 + 0.2 come out as 0.3, so the exact solvers'
+    time scaling (the coarsest power of ten that makes every cost an integer) stays coarse."""
+    return float(f"{x:.12g}") + 0.0
+
+
+@dataclass(frozen=True)
+class StageSums:
+    """One stage's per-microbatch costs, deltas (summing to 0), static memory and transient."""
+
+    forward: float
+    backward_input: float
+    backward_weight: float
+    d_forward: float
+    d_backward_input: float
+    d_backward_weight: float
+    static: float
+    transient: float  # extra memory live while this stage's B runs (recomputed activations)
+    output: float  # size sent to the next stage: the last layer's output
+
+    @property
+    def work(self) -> float:
+        return self.forward + self.backward_input + self.backward_weight
+
+    @property
+    def held(self) -> float:
+        """The most one microbatch holds on this stage between its F and its W (transient aside)."""
+        return max(0.0, self.d_forward, self.d_forward + self.d_backward_input)
+
+
+def stage_sums(layers: list[ExpandedLayer], start: int, end: int, recompute: bool) -> StageSums:
+    """Sums over layers ``[start, end)``; with ``recompute`` the layers that define it are recomputed."""
+    part = layers[start:end]
+    rc = [x.recompute is not None and recompute for x in part]
+    f = tidy(math.fsum(x.forward for x in part))
+    b = tidy(math.fsum(x.backward_input + (x.forward if r else 0.0) for x, r in zip(part, rc, strict=True)))
+    w = tidy(math.fsum(x.backward_weight for x in part))
+    deltas = [x.recompute if r and x.recompute else (x.mem_forward, x.mem_backward_input, x.mem_backward_weight)
+              for x, r in zip(part, rc, strict=True)]
+    df = tidy(math.fsum(d[0] for d in deltas))
+    db = tidy(math.fsum(d[1] for d in deltas))
+    dw = -(df + db)  # exactly zero-sum in the order Problem checks it
+    static = tidy(math.fsum(x.static for x in part))
+    transient = tidy(math.fsum(x.mem_forward for x, r in zip(part, rc, strict=True) if r))
+    return StageSums(f, b, w, df, db, dw, static, transient, part[-1].output if part else 0.0)
+
+
+class LayerTable:
+    """Prefix sums over the expanded layers, for O(1) approximate range figures in the search loops."""
+
+    def __init__(self, layers: list[ExpandedLayer]) -> None:
+        self.layers = layers
+        self.n = len(layers)
+
+        def prefix(values: list[float]) -> list[float]:
+            return [0.0, *accumulate(values)]
+
+        def rc(x: ExpandedLayer, i: int, plain: float) -> float:
+            return x.recompute[i] if x.recompute is not None else plain
+
+        self._f = prefix([x.forward for x in layers])
+        self._b = prefix([x.backward_input for x in layers])
+        self._w = prefix([x.backward_weight for x in layers])
+        self._static = prefix([x.static for x in layers])
+        self._df = prefix([x.mem_forward for x in layers])
+        self._db = prefix([x.mem_backward_input for x in layers])
+        self._rc_extra = prefix([x.forward if x.recompute is not None else 0.0 for x in layers])
+        self._rc_df = prefix([rc(x, 0, x.mem_forward) for x in layers])
+        self._rc_db = prefix([rc(x, 1, x.mem_backward_input) for x in layers])
+        self._transient = prefix([x.mem_forward if x.recompute is not None else 0.0 for x in layers])
+        self._can_rc = prefix([1.0 if x.recompute is not None else 0.0 for x in layers])
+
+    def forward_before(self, i: int) -> float:
+        """Forward time of every layer before ``i``: the earliest any op of a stage starting at ``i`` can run."""
+        return self._f[i]
+
+    def work(self, i: int, j: int, recompute: bool = False) -> float:
+        base = self._f[j] - self._f[i] + self._b[j] - self._b[i] + self._w[j] - self._w[i]
+        return base + (self._rc_extra[j] - self._rc_extra[i] if recompute else 0.0)
+
+    def recompute_extra(self, i: int, j: int) -> float:
+        return self._rc_extra[j] - self._rc_extra[i]
+
+    def can_recompute(self, i: int, j: int) -> bool:
+        return self._can_rc[j] - self._can_rc[i] > 0.5
+
+    def static(self, i: int, j: int) -> float:
+        return self._static[j] - self._static[i]
+
+    def held(self, i: int, j: int, recompute: bool = False) -> float:
+        """As :attr:`StageSums.held`."""
+        df = (self._rc_df if recompute else self._df)[j] - (self._rc_df if recompute else self._df)[i]
+        db = (self._rc_db if recompute else self._db)[j] - (self._rc_db if recompute else self._db)[i]
+        return max(0.0, df, df + db)
+
+    def transient(self, i: int, j: int, recompute: bool) -> float:
+        return self._transient[j] - self._transient[i] if recompute else 0.0
