@@ -13,7 +13,6 @@ Writes ``benchmarks/results/auto_time_limits.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from pipesched.solver import Problem, SolveOptions, solve, validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from batch_sweep import sweep  # noqa: E402  (the same seeded problems as the batch benchmark)
+from report import command_line, publish  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -33,7 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=200)
     args = ap.parse_args(argv)
     solve(Problem(devices=2, microbatches=2), "auto", SolveOptions(time_limit_s=0.1))  # warm imports
-    load_before = os.getloadavg()[0]
     rows = []
     for limit in (float(x) for x in args.limits.split(",")):
         took, statuses, slowest, invalid = [], Counter(), ("", 0.0), 0
@@ -53,20 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         status_text = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
         rows.append(f"| {limit:g} | {len(took)} | {over} | {over_margin} | {slowest[1]:.2f} ({slowest[0]}) | "
                     f"{sum(took) / len(took):.2f} | {status_text} | {invalid} |")
-    load_after = os.getloadavg()[0]
-    command = "python benchmarks/auto_time_limits.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("auto_time_limits.py", argv)
     text = (
         "# `auto` against its time limit on the batch sweep's problems\n\n"
         f"Made by `{command}`: one process, imports warmed up, wall time of each `solve(..., \"auto\")`. "
-        f"Machine: {os.cpu_count()} cores shared with other sessions; load average {load_before:.2f} before, "
-        f"{load_after:.2f} after.\n\n"
+        "Machine and load: see the provenance at the end.\n\n"
         "| limit (s) | problems | past the limit | past limit + 0.5 s | slowest (s) | mean (s) | statuses "
         "| invalid |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "auto_time_limits.md").write_text(text)
+    publish(text, RESULTS / "auto_time_limits.md")
     return 0
 
 

@@ -23,6 +23,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -78,7 +81,6 @@ def main() -> int:
         cold_statuses = statuses_of(out)
         resumed = run(common)
         final_statuses = statuses_of(out)
-    load_after = os.getloadavg()
 
     command = (f"python benchmarks/batch_sweep.py --method {args.method} --jobs {args.jobs} "
                f"--count {args.count} --time-limit {args.time_limit:g}")
@@ -90,8 +92,6 @@ def main() -> int:
         "# Batch solving: a sweep of problems with `pipesched batch`",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {os.cpu_count()} cores shared with other work; load average {load_before[0]:.2f} before, "
-        f"{load_after[0]:.2f} after.  ",
         f"Statuses after the cold run: {describe(cold_statuses)} (an error is a problem whose solver was killed "
         f"at its hard limit or refused it); after the resumed run: {describe(final_statuses)}.",
         "",
@@ -102,10 +102,8 @@ def main() -> int:
         f"| {args.count / resumed:.1f} |",
     ]
     text = "\n".join(lines) + "\n"
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     name = "batch_sweep.md" if args.method == "greedy" else f"batch_sweep_{args.method}.md"
-    (RESULTS / name).write_text(text)
+    publish(text, RESULTS / name, load_before)
     return 0
 
 

@@ -1,0 +1,138 @@
+"""Regenerate the results files behind the README's figures, one benchmark at a time.
+
+Each step is the exact command the README quotes, so its results file is the one the README links
+to; ``tests/test_readme_figures.py`` then says which README figures no longer match (run at the
+end). Benchmarks run one after another, never side by side: they measure time, and this machine
+has two cores.
+
+``--quick`` runs the steps whose README command finishes in a few minutes at most (their total is
+in ``results/run_all.md`` after a run); ``--full`` adds the long ones: the zero-bubble paper cases
+(24 solves of up to 60 s), every unit-cost limit, the placements, determinism, the ILP comparisons,
+CP-SAT's clock on the paper cases and the torch runtime. ``--list`` prints the plan.
+
+    python benchmarks/run_all.py --quick | --full [--only NAME[,NAME]] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+#: No step should take longer than this; one that does is stopped and reported as failed.
+STEP_TIMEOUT_S = 3 * 3600
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    args: tuple[str, ...]  # after ``python benchmarks/``
+    results: tuple[str, ...]  # files under benchmarks/results/
+    quick: bool  # part of --quick (about a minute or less)
+
+    @property
+    def command(self) -> str:
+        return "python benchmarks/" + " ".join(self.args)
+
+
+STEPS: tuple[Step, ...] = (
+    Step("classic", ("classic_table.py",), ("classic.md",), True),
+    Step("greedy_vs_recipes", ("greedy_vs_recipes.py", "60", "3"), ("greedy_vs_recipes.md",), True),
+    Step("greedy_speed", ("greedy_speed.py",), ("greedy_speed.md",), True),
+    Step("bound_tightness", ("bound_tightness.py",), ("bound_tightness.md",), True),
+    Step("cpsat_dtime", ("cpsat_dtime.py",), ("cpsat_dtime.md",), True),
+    Step("auto_time_limits", ("auto_time_limits.py",), ("auto_time_limits.md",), True),
+    Step("batch_sweep", ("batch_sweep.py",), ("batch_sweep.md",), True),
+    Step("batch_sweep_auto", ("batch_sweep.py", "--method", "auto", "--time-limit", "1"),
+         ("batch_sweep_auto.md",), True),
+    Step("service_throughput", ("service_throughput.py",), ("service_throughput.md",), True),
+    Step("unit_costs", ("unit_costs.py",), ("unit_costs.md",), False),
+    Step("placements", ("placements.py", "--time-limit", "30"), ("placements.md",), False),
+    Step("zb_paper", ("zb_paper.py",), ("zb_paper.md",), False),
+    Step("cpsat_dtime_zb", ("cpsat_dtime.py", "--only", "zb", "--time-limit", "60", "--out",
+                            "benchmarks/results/cpsat_dtime_zb.md"), ("cpsat_dtime_zb.md",), False),
+    Step("determinism", ("determinism.py",), ("determinism.md",), False),
+    Step("ilp_vs_cpsat", ("ilp_vs_cpsat.py", "--seed", "11", "--cases", "30", "--time-limit", "10"),
+         ("ilp_vs_cpsat.md",), False),
+    Step("ilp_backends", ("ilp_backends.py", "--time-limit", "20"), ("ilp_backends.md",), False),
+    Step("runtime", ("runtime_vs_torch.py", "--rounds", "40"), ("runtime.md",), False),
+)
+
+
+def plan(full: bool, only: str) -> list[Step]:
+    """The steps of a mode, in order; ``only`` (comma-separated names) narrows them."""
+    steps = [s for s in STEPS if full or s.quick]
+    if only:
+        wanted = set(only.split(","))
+        unknown = wanted - {s.name for s in STEPS}
+        if unknown:
+            raise ValueError(f"--only: unknown step(s) {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(s.name for s in STEPS)}")
+        steps = [s for s in STEPS if s.name in wanted]
+    return steps
+
+
+def run(step: Step) -> tuple[int, float]:
+    """Run one step from the repository root; (exit code, wall seconds). Its output streams through."""
+    print(f"\n=== {step.name}: {step.command}", flush=True)
+    t0 = time.perf_counter()
+    try:
+        code = subprocess.run([sys.executable, f"benchmarks/{step.args[0]}", *step.args[1:]], cwd=ROOT,
+                              timeout=STEP_TIMEOUT_S).returncode
+    except subprocess.TimeoutExpired:
+        code = -1
+    return code, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--quick", action="store_true", help="the steps that take about a minute or less")
+    mode.add_argument("--full", action="store_true", help="every step")
+    ap.add_argument("--only", default="", help="comma-separated step names (see --list)")
+    ap.add_argument("--list", action="store_true", help="print the plan and exit")
+    args = ap.parse_args(argv)
+    try:
+        steps = plan(args.full, args.only)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.list:
+        for s in steps:
+            print(f"{s.name:20} {'quick' if s.quick else 'full ':5}  {s.command}  ->  "
+                  + ", ".join(f"benchmarks/results/{r}" for r in s.results))
+        return 0
+
+    rows = []
+    for step in steps:
+        code, seconds = run(step)
+        rows.append(f"| {step.name} | `{step.command}` | {', '.join(step.results)} | "
+                    f"{'ok' if code == 0 else f'FAILED (exit {code})'} | {seconds:.0f} |")
+    check = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_readme_figures.py"], cwd=ROOT)
+    verdict = ("every README figure matches its results file" if check.returncode == 0 else
+               "some README figures no longer match their results files: see the output of "
+               "`python -m pytest -q tests/test_readme_figures.py` and update the README")
+    text = "\n".join([
+        "# Regenerating the README's figures",
+        "",
+        f"Made by `python benchmarks/run_all.py {' '.join(argv if argv is not None else sys.argv[1:])}`. "
+        f"Afterwards: {verdict}.",
+        "",
+        "| step | command | results | outcome | wall s |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ])
+    publish(text, ROOT / "benchmarks" / "results" / "run_all.md")
+    failed = any("FAILED" in r for r in rows)
+    return 1 if failed or check.returncode != 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
