@@ -16,6 +16,9 @@ from pathlib import Path
 
 from pipesched.solver import Problem, get_method, solve
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 RECIPES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v")
 
 
@@ -71,8 +74,7 @@ def main() -> int:
     text = (f"# Greedy vs recipes at the recipe's own memory peak\n\nMade by `python benchmarks/greedy_vs_recipes.py "
             f"{trials} {seed}`. Ratio = greedy objective / recipe objective (lower is better for greedy).\n\n"
             + table + "\n")
-    print(text)
-    (Path(__file__).parent / "results" / "greedy_vs_recipes.md").write_text(text)
+    publish(text, Path(__file__).parent / "results" / "greedy_vs_recipes.md")
     return 0
 
 

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from pipesched.solver import Problem, SolveOptions, solve
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 
 def random_problem(rng: random.Random) -> Problem:
     p = rng.choice([2, 3])
@@ -70,11 +73,10 @@ def main() -> int:
     text = (
         "# ilp vs cpsat on random small problems\n\n"
         f"Made by `python benchmarks/ilp_vs_cpsat.py --seed {args.seed} --cases {args.cases} "
-        f"--time-limit {args.time_limit:g}` on a shared, loaded 2-core machine (other sessions were running).\n\n"
+        f"--time-limit {args.time_limit:g}` (machine and load: see the provenance at the end).\n\n"
         f"{summary}\n\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    (Path(__file__).parent / "results" / "ilp_vs_cpsat.md").write_text(text)
+    publish(text, Path(__file__).parent / "results" / "ilp_vs_cpsat.md")
     return 0 if agree == args.cases else 1
 
 
