@@ -1,0 +1,115 @@
+"""Split rules on hand-built models: the DPs match brute force, the baselines follow their rules."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from planning_models import small_model
+
+from pipesched.solver.planning import Cluster, Model
+from pipesched.solver.planning.induce import Split
+from pipesched.solver.planning.split import (
+    SplitContext,
+    adapipe,
+    balanced,
+    least_recompute,
+    megatron,
+    min_max_cap,
+    torchtitan,
+    uniform,
+)
+
+
+def all_splits(n: int, stages: int) -> list[tuple[int, ...]]:
+    return [(0, *cuts, n) for cuts in itertools.combinations(range(1, n), stages - 1)]
+
+
+def brute_min_max(ctx: SplitContext) -> float:
+    """Least heaviest-stage work over every split and recompute choice the memory estimate allows."""
+    t, best = ctx.table, float("inf")
+    for b in all_splits(t.n, ctx.S):
+        works = [min((t.work(b[s], b[s + 1], rc) for rc in (False, True)
+                      if (not rc or t.can_recompute(b[s], b[s + 1]))
+                      and ctx.demand(s, b[s], b[s + 1], rc) <= ctx.budget[s] + 1e-9), default=float("inf"))
+                 for s in range(ctx.S)]
+        best = min(best, max(works))
+    return best
+
+
+def random_model(rng: random.Random, n: int) -> Model:
+    layers = []
+    for k in range(n):
+        f = rng.choice([0.5, 1.0, 2.0, 3.0])
+        layer = {"name": f"l{k}", "forward": f, "backward_input": f, "backward_weight": rng.choice([0.0, f]),
+                 "memory": {"forward": 2.0 * f, "backward_input": -f, "backward_weight": -f},
+                 "static": rng.choice([1.0, 2.0])}
+        if rng.random() < 0.7:
+            layer["recompute"] = {"memory": {"forward": 0.5, "backward_input": -0.5}}
+        layers.append(layer)
+    return Model.model_validate({"layers": layers})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_balanced_dp_reaches_the_brute_forced_least_heaviest_stage(seed: int) -> None:
+    rng = random.Random(seed)
+    model = random_model(rng, rng.randint(3, 7))
+    p = rng.randint(1, min(3, len(model.layers)))
+    memory = rng.choice([None, 14.0, 20.0, 30.0])
+    ctx = SplitContext.of(model.expanded(), Cluster(devices=p, microbatches=4, memory_per_device=memory), 4)
+    expected = brute_min_max(ctx)
+    assert min_max_cap(ctx) == pytest.approx(expected)
+    split = balanced(ctx)
+    if expected == float("inf"):
+        assert split is None
+        return
+    assert split is not None and split.errors(ctx.table.n, ctx.S) == []
+    t, b = ctx.table, split.bounds
+    assert max(t.work(b[s], b[s + 1], split.recompute[s]) for s in range(ctx.S)) == pytest.approx(expected)
+
+
+def test_balanced_recomputes_only_where_memory_requires() -> None:
+    layers = small_model(8).expanded()  # works: embed 1, blocks 3 each, head 6 -> 31
+    free = SplitContext.of(layers, Cluster(devices=3, microbatches=6), 6)
+    split = balanced(free)
+    assert split is not None and not any(split.recompute)
+    b = split.bounds  # 10 | 9 | 12 or 10 | 12 | 9: no split has every stage under 12
+    assert max(free.table.work(b[s], b[s + 1]) for s in range(3)) == 12.0 == min_max_cap(free)
+    # at 22 per device, stages holding 3, 2, 1 microbatches fit at most 2, 3 and 2 blocks as they are;
+    # recomputing 3 blocks on stage 0 fits (static 11 + 3 x 1.25 + transient 6) and costs 3 more
+    tight = SplitContext.of(layers, Cluster(devices=3, microbatches=6, memory_per_device=22.0), 6)
+    split = balanced(tight)
+    assert split == Split.of([0, 4, 7, 10], [True, False, False])
+    assert min_max_cap(tight) == 13.0
+    assert least_recompute(tight, 1.0) is None  # no split has every stage under 1 ms
+
+
+def test_adapipe_trades_a_heavier_stage_for_less_recompute_when_its_estimate_says_so() -> None:
+    layers = small_model(8).expanded()
+    ctx = SplitContext.of(layers, Cluster(devices=3, microbatches=2, memory_per_device=28.0), 2)
+    bal, ada = balanced(ctx), adapipe(ctx)
+    assert bal is not None and ada is not None
+
+    def estimate(split: Split) -> float:
+        t, b = ctx.table, split.bounds
+        works = [t.work(b[s], b[s + 1], split.recompute[s]) for s in range(ctx.S)]
+        return (ctx.microbatches - 1) * max(works) + sum(works)
+
+    assert estimate(ada) <= estimate(bal)
+
+
+def test_uniform_and_torchtitan_follow_their_rules() -> None:
+    layers = small_model(8).expanded()  # embed, block.0-7, head
+    ctx = SplitContext.of(layers, Cluster(devices=4, microbatches=8), 8)
+    assert uniform(ctx, layers) == Split.of([0, 3, 5, 7, 10])  # 2 blocks each, embed and head at the ends
+    assert torchtitan(ctx, layers) == Split.of([0, 3, 6, 8, 10])  # 10 units: 3, 3, 2, 2
+
+
+def test_megatron_puts_fewer_blocks_next_to_a_heavy_head() -> None:
+    layers = small_model(8).expanded()  # works: embed 1, blocks 3, head 6
+    ctx = SplitContext.of(layers, Cluster(devices=4, microbatches=8), 8)
+    split = megatron(ctx, layers)
+    assert split is not None and split.bounds[-2] == 8  # one block beside the head
+    t, b = ctx.table, split.bounds
+    assert max(t.work(b[s], b[s + 1]) for s in range(4)) == 9.0  # uniform's 2 blocks + head: 12
