@@ -15,10 +15,11 @@ _LAZY = {
     "PipelineExecutor": "pipesched.runtime.executor",
     "run_ranks": "pipesched.runtime.launch",
     "profile": "pipesched.runtime.profile",
+    "profile_layers": "pipesched.runtime.profile_layers", "profile_link": "pipesched.runtime.profile_layers",
 }
 
 __all__ = ["PipelineError", "PipelineExecutor", "PipelineTimeoutError", "ScheduleMismatchError", "profile",
-           "run_ranks"]
+           "profile_layers", "profile_link", "run_ranks"]
 
 
 def __getattr__(name: str) -> Any:
