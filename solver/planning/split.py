@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .induce import Split, stage_devices
@@ -49,10 +50,14 @@ class SplitContext:
     table: LayerTable
     cluster: Cluster
     microbatches: int
+    shared: bool = True  # check a stage against its k-share of the device's memory (else all of it)
 
     @classmethod
     def of(cls, layers: list[ExpandedLayer], cluster: Cluster, microbatches: int) -> SplitContext:
         return cls(LayerTable(layers), cluster, microbatches)
+
+    def loosened(self) -> SplitContext:
+        return SplitContext(self.table, self.cluster, self.microbatches, shared=False)
 
     def __post_init__(self) -> None:
         self.S = self.cluster.num_stages
@@ -61,8 +66,8 @@ class SplitContext:
         per_device = [0] * self.cluster.devices
         for s, d in enumerate(self.device):
             per_device[d] += self.k[s]
-        self.budget = [self.cluster.memory(self.device[s]) * self.k[s] / per_device[self.device[s]]
-                       for s in range(self.S)]
+        self.budget = [self.cluster.memory(self.device[s])
+                       * (self.k[s] / per_device[self.device[s]] if self.shared else 1.0) for s in range(self.S)]
 
     def demand(self, s: int, i: int, j: int, rc: bool) -> float:
         t = self.table
@@ -85,11 +90,12 @@ class SplitContext:
         return (sum(t.static(b[s], b[s + 1]) + self.k[s] * t.held(b[s], b[s + 1], rc[s]) for s in mine)
                 + max(t.transient(b[s], b[s + 1], rc[s]) for s in mine))
 
-    def with_recompute(self, bounds: list[int] | tuple[int, ...]) -> Split | None:
-        """``bounds`` with recompute only where the memory estimate needs it (the stage saving the most
-        first), or None when even full recompute does not fit."""
+    def with_recompute(self, bounds: list[int] | tuple[int, ...],
+                       initial: tuple[bool, ...] | None = None) -> Split | None:
+        """``bounds`` with recompute (beyond ``initial``) only where the memory estimate needs it (the
+        stage saving the most first), or None when even full recompute does not fit."""
         t = self.table
-        rc = [False] * self.S
+        rc = list(initial) if initial is not None else [False] * self.S
         for d in range(self.cluster.devices):
             mine = [s for s in range(self.S) if self.device[s] == d]
             while not _le(self.device_demand(Split.of(bounds, rc), d), self.cluster.memory(d)):
@@ -163,6 +169,22 @@ def least_recompute(ctx: SplitContext, cap: float) -> tuple[Split, float] | None
     return Split.of(bounds[::-1], flags[::-1]), best[n]
 
 
+def _loosened(rule: Callable[[SplitContext], Split | None]) -> Callable[[SplitContext], Split | None]:
+    """With v >= 2, when no split fits the per-stage shares, search with each stage against its whole
+    device, then add recompute where the device-level estimate needs it."""
+
+    def run(ctx: SplitContext) -> Split | None:
+        found = rule(ctx)
+        if found is None and ctx.shared and ctx.cluster.devices < ctx.S:
+            loose = rule(ctx.loosened())
+            found = ctx.with_recompute(loose.bounds, loose.recompute) if loose is not None else None
+        return found
+
+    run.__doc__ = rule.__doc__
+    return run
+
+
+@_loosened
 def balanced(ctx: SplitContext) -> Split | None:
     """The balanced-split DP (module docstring)."""
     cap = min_max_cap(ctx)
@@ -170,6 +192,7 @@ def balanced(ctx: SplitContext) -> Split | None:
     return found[0] if found else None
 
 
+@_loosened
 def adapipe(ctx: SplitContext) -> Split | None:
     """The AdaPipe-style DP (module docstring): least ``(m·v − 1)·max + Σ t / v`` over caps."""
     c0 = min_max_cap(ctx)

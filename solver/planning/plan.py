@@ -1,0 +1,77 @@
+"""The answer of planning (wire format): the split, its recompute choice, the Problem it induces, the
+schedule, how far from the best split it can be, and what the hand rules would have given."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipesched.solver import Problem, Schedule
+
+from .model import Cluster, Model
+
+PlanStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
+
+
+class PlanStage(BaseModel):
+    """Stage ``stage`` runs expanded layers ``[layers[0], layers[1])`` on ``device``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stage: int
+    device: int
+    layers: tuple[int, int]
+    recompute: bool = False
+
+
+class Baseline(BaseModel):
+    """A hand rule's split scheduled by the same method (``step_time`` None when it does not fit)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    stages: list[PlanStage] = Field(default_factory=list)
+    step_time: float | None = None
+    status: PlanStatus = "infeasible"
+    reason: str | None = None
+
+
+class Exports(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    megatron_layout: str = Field(..., description="Megatron-LM --pipeline-model-parallel-layout.")
+    torchtitan_module_fqns: list[list[str]] = Field(..., description="torchtitan module_fqns_per_model_part.")
+    torch_csv: str = Field("", description="The schedule as torch.distributed.pipelining's compute-only CSV.")
+
+
+class Plan(BaseModel):
+    """A planned model: ``status`` is ``optimal`` only when ``step_time`` meets ``lower_bound``, a bound
+    valid over every split and recompute choice (``lower_bound_derivation`` says which term)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Model
+    cluster: Cluster
+    method: str
+    status: PlanStatus
+    reason: str | None = None
+    microbatches: int | None = None
+    stages: list[PlanStage] = Field(default_factory=list)
+    problem: Problem | None = None
+    schedule: Schedule | None = None
+    step_time: float | None = None
+    lower_bound: float | None = None
+    lower_bound_derivation: str = ""
+    peak_memory: list[float] = Field(default_factory=list, description="Per device: static + activations + "
+                                     "the recompute transient reserved.")
+    baselines: list[Baseline] = Field(default_factory=list)
+    exports: Exports | None = None
+    candidates: int = Field(0, description="Distinct splits scheduled.")
+    solve_time_s: float = 0.0
+
+    @property
+    def gap(self) -> float | None:
+        if self.step_time is None or self.lower_bound is None or self.step_time <= 0:
+            return None
+        return max(0.0, (self.step_time - self.lower_bound) / self.step_time)

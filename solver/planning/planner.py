@@ -1,0 +1,209 @@
+"""``plan(model, cluster)``: choose the split, the recompute flags and the schedule together.
+
+A decomposition: candidate splits are scheduled by an ordinary method, the best kept.
+
+1. **Rules** (:mod:`.split`): the balanced DP, the AdaPipe-style DP and the uniform, torchtitan and
+   Megatron rules; each distinct split is induced (:mod:`.induce`) and solved with the same method and
+   the same time share, so the baselines are measured exactly like the plan.
+2. **Local moves** from the best schedule: on the two busiest devices (sum of their ops' durations: the
+   device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
+   layer of each of their stages to the neighbouring stage, and turn off the recompute of any stage
+   (the rules size memory by an estimate; the exact limit may allow it). Improving moves are kept
+   until none improves or the time runs out.
+3. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
+   least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
+
+``lower_bound`` (:mod:`.bound`) holds for every split, so ``status`` is ``optimal`` only when the plan
+meets it; reported step times are safe (an upper bound, see :mod:`.induce`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, solve
+
+from .bound import plan_lower_bound
+from .exports import ModuleNames, megatron_layout, torchtitan_fqns
+from .induce import InfeasibleSplit, Split, induce, model_infeasibility, stage_devices
+from .model import Cluster, ExpandedLayer, Model
+from .plan import Baseline, Exports, Plan, PlanStage
+from .split import (
+    SplitContext,
+    adapipe,
+    balanced,
+    least_recompute,
+    megatron,
+    min_max_cap,
+    torchtitan,
+    uniform,
+)
+from .sums import stage_sums
+
+#: Share of the time limit planned for (solvers may overrun their own limit by a little).
+SAFETY = 0.85
+#: Shortest time a candidate is solved with; below it the search stops.
+MIN_SHARE_S = 0.2
+BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
+
+
+@dataclass
+class Candidate:
+    split: Split
+    problem: Problem | None = None
+    schedule: Schedule | None = None
+    reason: str | None = None
+    not_applicable: bool = False
+
+    @property
+    def step(self) -> float:
+        s = self.schedule
+        return s.objective_value if s is not None and s.ops and s.objective_value is not None else math.inf
+
+
+class _Search:
+    """Candidates of one microbatch count, each split solved once."""
+
+    def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str) -> None:
+        self.layers, self.cluster, self.m, self.method = layers, cluster, m, method
+        self.ctx = SplitContext.of(layers, cluster, m)
+        self.seen: dict[Split, Candidate] = {}
+
+    def evaluate(self, split: Split, limit: float) -> Candidate:
+        if split in self.seen:
+            return self.seen[split]
+        c = Candidate(split)
+        try:
+            c.problem = induce(self.layers, self.cluster, split, self.m)
+            c.schedule = solve(c.problem, self.method, SolveOptions(time_limit_s=max(limit, MIN_SHARE_S)))
+            c.reason = c.schedule.reason
+        except InfeasibleSplit as e:
+            c.reason = str(e)
+        except NotApplicableError as e:
+            c.reason, c.not_applicable = str(e), True
+        self.seen[split] = c
+        return c
+
+    def rules(self) -> dict[str, Split | None]:
+        ctx, layers = self.ctx, self.layers
+        out = {"balanced": balanced(ctx), "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers),
+               "torchtitan": torchtitan(ctx, layers), "megatron": megatron(ctx, layers)}
+        if all(s is None for s in out.values()):  # the estimate fits nothing: let the exact limit decide
+            free = SplitContext.of(layers, self.cluster.model_copy(update={"memory_per_device": None}), self.m)
+            found = least_recompute(free, min_max_cap(free))
+            if found is not None:
+                b = found[0].bounds
+                out["balanced"] = Split.of(b, [free.table.can_recompute(b[s], b[s + 1]) for s in range(free.S)])
+        return out
+
+    def neighbours(self, best: Candidate) -> list[Split]:
+        """Local moves of boundary layers off the busiest devices, and recompute turned off."""
+        b, rc, S = list(best.split.bounds), best.split.recompute, self.ctx.S
+        busy = [0.0] * self.cluster.devices
+        for op in best.schedule.ops if best.schedule else []:
+            busy[op.device] += op.end - op.start
+        where = stage_devices(self.cluster)
+        out: list[Split] = []
+        for d in sorted(range(self.cluster.devices), key=lambda d: -busy[d])[:2]:
+            for s in (s for s in range(S) if where[s] == d and b[s + 1] - b[s] >= 2):
+                for edge, step in ((s, 1), (s + 1, -1)):
+                    if 0 < edge < S:
+                        moved = b.copy()
+                        moved[edge] += step
+                        out.append(Split.of(moved, rc))
+                        refit = self.ctx.with_recompute(moved)
+                        if refit is not None:
+                            out.append(refit)
+        out += [Split.of(b, [f and t != s for t, f in enumerate(rc)]) for s in range(S) if rc[s]]
+        return [x for x in dict.fromkeys(out) if x not in self.seen]
+
+    def run(self, budget: float) -> tuple[Candidate | None, dict[str, Candidate | None]]:
+        start = time.perf_counter()
+        rules = self.rules()
+        distinct = list(dict.fromkeys(s for s in rules.values() if s is not None))
+        share = budget / 2 / max(len(distinct), 1)
+        for split in distinct:
+            self.evaluate(split, share)
+        named = {name: (self.seen[s] if s is not None else None) for name, s in rules.items()}
+        best = min(self.seen.values(), key=lambda c: c.step, default=None)
+        while best is not None and best.step < math.inf:
+            left = budget - (time.perf_counter() - start)
+            moves = self.neighbours(best)
+            if not moves or left < MIN_SHARE_S:
+                break
+            share_now = min(share, left / len(moves))
+            if share_now < MIN_SHARE_S:
+                moves, share_now = moves[: max(1, int(left / MIN_SHARE_S))], MIN_SHARE_S
+            tried = [self.evaluate(s, share_now) for s in moves]
+            better = min(tried, key=lambda c: c.step)
+            if better.step >= best.step * (1 - 1e-9):
+                break
+            best = better
+        return best, named
+
+
+def _stages(cluster: Cluster, split: Split) -> list[PlanStage]:
+    where = stage_devices(cluster)
+    return [PlanStage(stage=s, device=where[s], layers=(split.bounds[s], split.bounds[s + 1]),
+                      recompute=split.recompute[s]) for s in range(split.num_stages)]
+
+
+def _peak_memory(layers: list[ExpandedLayer], cluster: Cluster, split: Split, schedule: Schedule) -> list[float]:
+    where = stage_devices(cluster)
+    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
+            for s in range(split.num_stages)]
+    return [schedule.peak_memory[d] + math.fsum(sums[s].static for s in range(len(sums)) if where[s] == d)
+            + max((sums[s].transient for s in range(len(sums)) if where[s] == d), default=0.0)
+            for d in range(cluster.devices)]
+
+
+def _infeasible(model: Model, cluster: Cluster, method: str, reason: str, t0: float) -> Plan:
+    return Plan(model=model, cluster=cluster, method=method, status="infeasible", reason=reason,
+                solve_time_s=round(time.perf_counter() - t0, 6))
+
+
+def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: float = 10.0, *,
+         names: ModuleNames | None = None) -> Plan:
+    """The best split, recompute flags and schedule found within about ``time_limit_s`` seconds."""
+    t0 = time.perf_counter()
+    layers = model.expanded()
+    if len(layers) < cluster.num_stages:
+        return _infeasible(model, cluster, method, f"the model has {len(layers)} layers, fewer than the "
+                           f"{cluster.num_stages} stages (devices x stages_per_device)", t0)
+    reason = model_infeasibility(layers, cluster)
+    if reason:
+        return _infeasible(model, cluster, method, reason, t0)
+    choices = cluster.microbatch_choices()
+    results = []
+    for m in choices:
+        search = _Search(layers, cluster, m, method)
+        best, named = search.run(SAFETY * time_limit_s / len(choices))
+        results.append((m, search, best, named))
+    found = [r for r in results if r[2] is not None and r[2].step < math.inf]
+    if not found:
+        tried = [c for r in results for c in r[1].seen.values()]
+        if tried and all(c.not_applicable for c in tried):
+            raise NotApplicableError(tried[0].reason or f"method {method!r} does not apply")
+        why = next((c.reason for c in tried if c.reason), "no split fits the devices' memory")
+        return _infeasible(model, cluster, method, why, t0)
+    m, search, best, named = min(found, key=lambda r: r[2].step / r[0])
+    bound = plan_lower_bound(layers, cluster, m)
+    step = best.step
+    baselines = [Baseline(name=name, stages=_stages(cluster, c.split) if c else [],
+                          step_time=c.step if c and c.step < math.inf else None,
+                          status=(c.schedule.status if c and c.schedule and c.schedule.ops else "infeasible"),
+                          reason=None if c and c.step < math.inf else
+                          (c.reason if c else "no split of this rule fits the memory estimate"))
+                 for name, c in named.items() if name in BASELINES]
+    exports = Exports(megatron_layout=megatron_layout(layers, best.split.bounds),
+                      torchtitan_module_fqns=torchtitan_fqns(layers, best.split.bounds, names))
+    return Plan(model=model, cluster=cluster, method=method,
+                status="optimal" if step <= bound.value * (1 + 1e-9) + 1e-9 else "feasible",
+                microbatches=m, stages=_stages(cluster, best.split), problem=best.problem,
+                schedule=best.schedule, step_time=step, lower_bound=min(bound.value, step),
+                lower_bound_derivation=bound.derivation,
+                peak_memory=_peak_memory(layers, cluster, best.split, best.schedule), baselines=baselines,
+                exports=exports, candidates=sum(len(r[1].seen) for r in results),
+                solve_time_s=round(time.perf_counter() - t0, 6))
