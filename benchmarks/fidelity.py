@@ -3,8 +3,10 @@
 The closed loop of the cost model. A small decoder-only transformer
 (:mod:`pipesched.runtime.transformer`) is profiled layer by layer (:func:`profile_layers`, each
 distinct layer once, one thread), the fixed per-op cost (:func:`op_overhead`) is taken out of every
-layer and added once per op, and the link between two gloo ranks is measured by ping-pong
-(:func:`profile_link`). The uniform layer split over ``S = p × v`` stages then induces a Problem
+layer and added once per op together with the executor's own dispatch cost per op
+(:func:`profile_dispatch`), and the link between two gloo ranks is measured by ping-pong
+(:func:`profile_link`), both with ``p`` ranks running. The uniform layer split over ``S = p × v``
+stages then induces a Problem
 (stage costs = sums of layer costs + the per-op cost; ``comm = latency + output / bandwidth``);
 each method solves it and the schedule is replayed on ``p`` gloo ranks (one thread each).
 
@@ -31,7 +33,13 @@ from pathlib import Path
 import torch
 
 from pipesched.runtime.launch import run_ranks
-from pipesched.runtime.profile_layers import LinkProfile, op_overhead, profile_layers, profile_link
+from pipesched.runtime.profile_layers import (
+    LinkProfile,
+    op_overhead,
+    profile_dispatch,
+    profile_layers,
+    profile_link,
+)
 from pipesched.runtime.transformer import (
     TinyTransformer,
     config_dict,
@@ -55,12 +63,14 @@ TARGET_ERROR = 0.15
 ORDER_MARGIN = 0.10
 
 
-def _link_rank(rank: int, world: int) -> LinkProfile:
-    return profile_link()
+def _machine_rank(rank: int, world: int) -> tuple[LinkProfile, float]:
+    """The link (ranks 0 and 1) and the executor's fixed cost per op with ``world`` ranks running."""
+    link = profile_link()
+    return link, profile_dispatch(latency_ms=link.latency_ms)
 
 
 def induced_problem(model: Model, split: list[tuple[int, int]], devices: int, v: int, placement: str,
-                    microbatches: int, overhead: tuple[float, float, float], link: LinkProfile) -> Problem:
+                    microbatches: int, overhead: tuple[float, ...], link: LinkProfile) -> Problem:
     """Stage costs = sums of the split's layer costs + the fixed per-op cost; comm from the link for
     the largest activation crossing a stage boundary (the uniform split's are all the same size)."""
     layers = model.expanded()
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> str:
     overhead = op_overhead()
     model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
                            repeats=args.repeats, warmup=2)
-    link = run_ranks(_link_rank, 2, timeout_s=120)[0].value
+    machine = {p: run_ranks(_machine_rank, p, timeout_s=args.timeout)[0].value for p in args.worlds}
     lines = [
         "# Cost-model fidelity: predicted vs measured step time",
         "",
@@ -101,9 +111,11 @@ def run(args: argparse.Namespace) -> str:
         "Profiled (ms per microbatch, the fixed per-op cost taken out): "
         + ", ".join(f"{x.name} × {x.repeat}: F {x.forward:.3f} / B {x.backward_input:.3f} / W {x.backward_weight:.3f}"
                     for x in model.layers)
-        + f". Fixed per-op cost F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. "
-        f"Link: latency {link.latency_ms * 1e3:.1f} µs, bandwidth "
-        + (f"{link.gib_per_ms * 1e3:.2f} GiB/s." if link.gib_per_ms else "not measurable (flat)."),
+        + f". Fixed cost inside each op F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. Per world "
+        "size p (measured with p ranks running): "
+        + "; ".join(f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
+                    + (f"{lk.gib_per_ms * 1e3:.2f} GiB/s" if lk.gib_per_ms else "not measurable (flat)")
+                    + f", executor dispatch {d:.3f} ms per op" for p, (lk, d) in machine.items()) + ".",
         "",
         "| p | method | v | predicted step (ms) | measured step (ms) | error | predicted bubble | "
         "measured bubble | busiest rank: predicted / measured compute (ms) | within 15% | off |",
@@ -113,9 +125,11 @@ def run(args: argparse.Namespace) -> str:
     for p in args.worlds:
         rows = []
         jobs = []
+        link, dispatch = machine[p]
+        per_op = tuple(t + dispatch for t in overhead)
         for method, v, placement in METHODS:
             split = even_split(len(layers), p * v)
-            problem = induced_problem(model, split, p, v, placement, args.microbatches, overhead, link)
+            problem = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link)
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
             rows.append((method, v, schedule))
             jobs.append((schedule.model_dump_json(), split))

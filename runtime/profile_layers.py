@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from pipesched.solver import Costs, Problem, solve
 from pipesched.solver.planning import Layer, LayerMemory, Link, Model, Recompute
 
 from .split_backward import WeightGrad, backward_input
@@ -302,3 +303,48 @@ def _fit(samples: list[tuple[int, float]]) -> LinkProfile:
     slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts, strict=True)) / var if var > 0 else 0.0
     latency = max(0.0, mt - slope * mx)
     return LinkProfile(latency, 1.0 / slope if slope > 0 else None, tuple(samples))
+
+
+# ---------------------------------------------------------------- the executor's own cost per op
+def profile_dispatch(group: dist.ProcessGroup | None = None, latency_ms: float = 0.0, microbatches: int = 8,
+                     steps: int = 6, timeout_s: float = 60.0) -> float:
+    """Fixed cost (ms) the executor adds to every op beyond the op's own compute: sends and
+    receives posted, the plan walked, waits woken up. Every rank of ``group`` calls this.
+
+    How: replay 1F1B on one-weight stages (so compute is nearly nothing), take the median step
+    (max over ranks) and the mean measured time of each op kind, then find by bisection the extra
+    cost ``c`` per op for which the schedule predicts that step time with ``comm = latency_ms``.
+    """
+    from .executor import PipelineExecutor
+
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    schedule = solve(Problem(devices=world, microbatches=microbatches), "1f1b")
+    stages = {rank: nn.Linear(1, 1, bias=False)}
+    ex = PipelineExecutor(schedule, stages, nn.functional.mse_loss, group=group, timeout_s=timeout_s)
+    x, y = torch.ones(microbatches, 1), torch.zeros(microbatches, 1)
+    walls, op_ms = [], {"F": [], "B": [], "W": []}
+    for k in range(steps + 1):  # the first step also agrees shapes: not timed
+        dist.barrier(group)
+        t0 = time.perf_counter()
+        ex.step(x, y)
+        if k:
+            walls.append(1e3 * (time.perf_counter() - t0))
+            for op, sec in ex.last_op_s.items():
+                op_ms[op.kind].append(1e3 * sec)
+    step = torch.tensor([statistics.median(walls)], dtype=torch.float64)
+    dist.all_reduce(step, op=dist.ReduceOp.MAX, group=group)
+    mine = torch.tensor([statistics.mean(op_ms[k]) for k in "FBW"], dtype=torch.float64)
+    dist.all_reduce(mine, group=group)
+    f, b, w = (mine / world).tolist()
+
+    def predicted(c: float) -> float:
+        costs = Costs(forward=f + c, backward_input=b + c, backward_weight=w + c, comm=latency_ms)
+        return solve(Problem(devices=world, microbatches=microbatches, costs=costs), "1f1b").makespan
+
+    target, lo, hi = float(step.item()), 0.0, float(step.item())
+    if predicted(lo) >= target:
+        return 0.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if predicted(mid) < target else (lo, mid)
+    return (lo + hi) / 2

@@ -15,6 +15,7 @@ from pipesched.runtime.profile_layers import (
     _fit,
     layer_kind,
     op_overhead,
+    profile_dispatch,
     profile_layers,
     profile_link,
 )
@@ -119,3 +120,13 @@ def test_profile_link_on_gloo_gives_every_rank_the_same_fit() -> None:
     assert fits[0].latency_ms >= 0 and len(fits[0].samples) == 3
     assert [s for s, _ in fits[0].samples] == [4, 2**14, 2**18]
     assert all(t > 0 for _, t in fits[0].samples)
+
+
+def _dispatch_rank(rank: int, world: int) -> float:
+    return profile_dispatch(latency_ms=0.01, microbatches=4, steps=3)
+
+
+def test_profile_dispatch_gives_every_rank_the_same_fixed_cost() -> None:
+    values = [r.value for r in run_ranks(_dispatch_rank, 2, timeout_s=GROUP_TIMEOUT_S)]
+    assert values[0] == values[1]  # computed from all-reduced figures: one answer for the group
+    assert 0.0 <= values[0] < 1e4
