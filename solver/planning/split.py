@@ -4,10 +4,11 @@ Every rule returns a :class:`~pipesched.solver.planning.induce.Split` (contiguou
 with a recompute flag each) or None when it finds no split that fits memory.
 
 **Memory estimate.** Rules cannot see a schedule, so they size memory the way 1F1B-family schedules
-fill it: stage ``s`` of ``S`` holds ``k_s = min(m, S − s)`` microbatches in flight (1F1B's ``p − s`` for
-v = 1; within one chunk of Megatron's interleaved warm-up count for loop placement, and of ZB-V's ``2p``
-chunks per device for V). A device fits when
-``Σ_{s on d} (static_s + k_s · held_s) + max_s transient_s <= memory_d``. The solver then schedules
+fill it: stage ``s`` of ``S`` holds ``k_s = min(m, S − s)`` microbatches in flight between F and B
+(1F1B's ``p − s`` for v = 1; within one chunk of Megatron's interleaved warm-up count for loop
+placement, and of ZB-V's ``2p`` chunks per device for V), each holding its F delta, while one B at a
+time adds its positive delta and the recompute transient. A device fits when
+``Σ_{s on d} (static_s + k_s · ΔF_s) + max_s (max(ΔB_s, 0) + transient_s) <= memory_d``. The solver then schedules
 under the exact limit of :mod:`.induce`, so a wrong estimate costs speed, never validity.
 
 **Balanced DP** (``balanced``): the least ``C*`` such that every stage's per-microbatch work
@@ -71,7 +72,7 @@ class SplitContext:
 
     def demand(self, s: int, i: int, j: int, rc: bool) -> float:
         t = self.table
-        return t.static(i, j) + self.k[s] * t.held(i, j, rc) + t.transient(i, j, rc)
+        return t.static(i, j) + self.k[s] * t.held(i, j, rc) + t.backward_extra(i, j, rc) + t.transient(i, j, rc)
 
     def choice(self, s: int, i: int, j: int, cap: float = INF) -> bool | None:
         """Recompute flag for stage ``s`` = layers ``[i, j)``: False when it fits as is, True when it
@@ -88,7 +89,7 @@ class SplitContext:
         mine = [s for s in range(self.S) if self.device[s] == d]
         t, b, rc = self.table, split.bounds, split.recompute
         return (sum(t.static(b[s], b[s + 1]) + self.k[s] * t.held(b[s], b[s + 1], rc[s]) for s in mine)
-                + max(t.transient(b[s], b[s + 1], rc[s]) for s in mine))
+                + max(t.transient(b[s], b[s + 1], rc[s]) + t.backward_extra(b[s], b[s + 1], rc[s]) for s in mine))
 
     def with_recompute(self, bounds: list[int] | tuple[int, ...],
                        initial: tuple[bool, ...] | None = None) -> Split | None:

@@ -110,10 +110,14 @@ class LayerTable:
         return self._static[j] - self._static[i]
 
     def held(self, i: int, j: int, recompute: bool = False) -> float:
-        """As :attr:`StageSums.held`."""
-        df = (self._rc_df if recompute else self._df)[j] - (self._rc_df if recompute else self._df)[i]
-        db = (self._rc_db if recompute else self._db)[j] - (self._rc_db if recompute else self._db)[i]
-        return max(0.0, df, df + db)
+        """What one microbatch holds between its F and its B (the F delta)."""
+        df = self._rc_df if recompute else self._df
+        return max(0.0, df[j] - df[i])
+
+    def backward_extra(self, i: int, j: int, recompute: bool = False) -> float:
+        """What a B takes on top while it runs (its positive delta, e.g. the recomputed inputs W needs)."""
+        db = self._rc_db if recompute else self._db
+        return max(0.0, db[j] - db[i])
 
     def transient(self, i: int, j: int, recompute: bool) -> float:
         return self._transient[j] - self._transient[i] if recompute else 0.0
