@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from pipesched.solver.canonical import problem_key
-from pipesched.solver.io import describe_validation_error
-from pipesched.solver.problem import Problem
-from pipesched.solver.schedule import Schedule
+from pipesched.solver.core.canonical import problem_key
+from pipesched.solver.core.io import describe_validation_error
+from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.schedule import Schedule
 
 SUMMARY_FIELDS = ("name", "status", "method", "makespan", "objective", "lower_bound", "gap", "bubble", "time_s", "error")
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pipesched.solver.io import InputError
+from pipesched.solver.core.io import InputError
 
 
 def register(sub: Any) -> None:

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipesched.solver.problem import Problem
-from pipesched.solver.schedule import Schedule
+from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.schedule import Schedule
 
 KEY_PATTERN = "^[0-9a-f]{64}$"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipesched.solver.problem import ProblemCaps
+from pipesched.solver.core.problem import ProblemCaps
 
 
 def default_db_url() -> str:

@@ -13,10 +13,10 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from pipesched.solver.errors import NotApplicableError
-from pipesched.solver.problem import Problem
-from pipesched.solver.registry import SolveOptions, methods, solve
-from pipesched.solver.schedule import Schedule
+from pipesched.solver.core.errors import NotApplicableError
+from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.registry import SolveOptions, methods, solve
+from pipesched.solver.core.schedule import Schedule
 
 
 def warm() -> None:

@@ -19,7 +19,7 @@ from bruteforce import optimum  # noqa: E402
 from test_bounds import _random_problem  # noqa: E402
 
 from pipesched.solver import Instance  # noqa: E402
-from pipesched.solver.bounds import head_work_tail_bound, lower_bound, round_trip  # noqa: E402
+from pipesched.solver.bounds.analytic import head_work_tail_bound, lower_bound, round_trip
 
 COMMAND = "python benchmarks/bound_tightness.py"
 OUT = Path(__file__).parent / "results" / "bound_tightness.md"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from pipesched.solver import Instance, NotApplicableError, Problem, solve
-from pipesched.solver.bounds import makespan_lower_bound, stage_span_lower_bound
+from pipesched.solver.bounds.analytic import makespan_lower_bound, stage_span_lower_bound
 
 COMMAND = "python benchmarks/classic_table.py"
 OUT = Path(__file__).parent / "results" / "classic.md"

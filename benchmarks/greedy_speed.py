@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from pipesched.solver import Instance, Problem, simulate, solve
-from pipesched.solver.classic.greedy import POLICIES, greedy_order
-from pipesched.solver.metrics import makespan, peak_memory
+from pipesched.solver.core.metrics import makespan, peak_memory
+from pipesched.solver.heuristics.greedy import POLICIES, greedy_order
 
 CASES = [
     ("p32 m256 v1, no limit", Problem(devices=32, microbatches=256)),

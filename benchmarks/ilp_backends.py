@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from pipesched.solver import Instance, Problem, SolveOptions, ilp, ilp_backends, solve
-from pipesched.solver.metrics import objective_value
+from pipesched.solver import Instance, Problem, SolveOptions, solve
+from pipesched.solver.core.metrics import objective_value
+from pipesched.solver.exact.ilp import backends as ilp_backends
+from pipesched.solver.exact.ilp import method as ilp
 
 UNEVEN3 = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
            "comm": 0.25}

@@ -30,7 +30,7 @@ from pipesched.runtime.profile import profile
 from pipesched.runtime.split_backward import backward_full, backward_input
 from pipesched.runtime.torch_runtime import torch_schedule, torch_step
 from pipesched.solver import Instance, Schedule, simulate, solve
-from pipesched.solver.torch_csv import rank_programs
+from pipesched.solver.formats.torch_csv import rank_programs
 
 RESULTS = Path(__file__).parent / "results" / "runtime.md"
 LOSS = torch.nn.functional.mse_loss

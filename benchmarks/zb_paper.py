@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipesched.solver import Instance, NotApplicableError, Problem, SolveOptions, solve
-from pipesched.solver.metrics import bubble_ratio
+from pipesched.solver.core.metrics import bubble_ratio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import command_line, publish  # noqa: E402

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from pipesched import __version__
-from pipesched.solver.errors import NotApplicableError
-from pipesched.solver.io import InputError, describe_validation_error
+from pipesched.solver.core.errors import NotApplicableError
+from pipesched.solver.core.io import InputError, describe_validation_error
 
 _COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.api.cli", "pipesched.runtime.cli")
 

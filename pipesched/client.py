@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 import httpx
 
-from pipesched.solver.canonical import problem_key
-from pipesched.solver.problem import Problem
-from pipesched.solver.schedule import Schedule
+from pipesched.solver.core.canonical import problem_key
+from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.schedule import Schedule
 
 FINAL_STATUSES = ("optimal", "infeasible")
 
@@ -203,7 +203,7 @@ class Client:
         raise ServiceUnavailable(0, f"cannot reach {self.url} after {self.retries} attempts: {last}")
 
     def _solve_local(self, problem: Problem, method: str, time_limit_s: float) -> str:
-        from pipesched.solver.registry import SolveOptions, solve
+        from pipesched.solver.core.registry import SolveOptions, solve
 
         warnings.warn(
             f"pipesched service at {self.url} is unreachable; solving {method!r} in this process "

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipesched.solver.io import InputError, load_schedule
-from pipesched.solver.torch_csv import to_torch_csv
-from pipesched.solver.validate import validate
+from pipesched.solver.core.io import InputError, load_schedule
+from pipesched.solver.formats.torch_csv import to_torch_csv
+from pipesched.solver.timing.validate import validate
 
 #: Export formats and the function producing each one's text.
 FORMATS = {"torch-csv": to_torch_csv}

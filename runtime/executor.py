@@ -31,11 +31,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from pipesched.solver.instance import Instance, OpId
-from pipesched.solver.schedule import Schedule
-from pipesched.solver.simulate import DeadlockError, simulate
-from pipesched.solver.torch_csv import rank_programs
-from pipesched.solver.validate import validate
+from pipesched.solver.core.instance import Instance, OpId
+from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.formats.torch_csv import rank_programs
+from pipesched.solver.timing.simulate import DeadlockError, simulate
+from pipesched.solver.timing.validate import validate
 
 from .comm import Pending, Transport
 from .errors import PipelineError, ScheduleMismatchError

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipesched.solver.instance import Instance, OpId
-from pipesched.solver.schedule import Schedule
-from pipesched.solver.torch_csv import dependency_rank
+from pipesched.solver.core.instance import Instance, OpId
+from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.formats.torch_csv import dependency_rank
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from pipesched.solver.problem import Costs, Memory, Problem
+from pipesched.solver.core.problem import Costs, Memory, Problem
 
 from .split_backward import backward_input
 

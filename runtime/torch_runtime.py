@@ -19,8 +19,8 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
-from pipesched.solver.schedule import Schedule
-from pipesched.solver.torch_csv import to_torch_csv
+from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.formats.torch_csv import to_torch_csv
 
 
 def torch_schedule(schedule: Schedule, stages: Mapping[int, nn.Module],

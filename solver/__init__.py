@@ -3,14 +3,14 @@
 Imports neither FastAPI nor torch.
 """
 
-from .build import finalize, from_order, no_schedule
-from .errors import InvalidScheduleError, NotApplicableError
-from .instance import Instance, OpId, stage_device
-from .problem import Costs, Memory, Problem, ProblemCaps
-from .registry import SolveOptions, get_method, methods, solve
-from .schedule import Order, Schedule, ScheduledOp
-from .simulate import DeadlockError, simulate
-from .validate import validate
+from .core.errors import InvalidScheduleError, NotApplicableError
+from .core.instance import Instance, OpId, stage_device
+from .core.problem import Costs, Memory, Problem, ProblemCaps
+from .core.registry import SolveOptions, get_method, methods, solve
+from .core.schedule import Order, Schedule, ScheduledOp
+from .timing.finalize import finalize, from_order, no_schedule
+from .timing.simulate import DeadlockError, simulate
+from .timing.validate import validate
 
 __all__ = [
     "Costs", "DeadlockError", "Instance", "InvalidScheduleError", "Memory", "NotApplicableError", "OpId",

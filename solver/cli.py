@@ -11,12 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .io import InputError, dump_json, load_problem, load_schedule
-from .problem import Problem
-from .registry import SolveOptions, methods, solve
-from .render import render_svg
-from .schedule import Schedule
-from .validate import validate
+from .core.io import InputError, dump_json, load_problem, load_schedule
+from .core.problem import Problem
+from .core.registry import SolveOptions, methods, solve
+from .core.schedule import Schedule
+from .formats.render import render_svg
+from .timing.validate import validate
 
 EXIT_OK = 0
 EXIT_NO_SCHEDULE = 1

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse, Response
 
-from pipesched.solver.schedule import Schedule
+from pipesched.solver.core.schedule import Schedule
 
 from ..bodies import entry_response
 from ..cache import Hit
@@ -44,7 +44,7 @@ async def get_gantt(key: Key, svc: ServiceDep, method: Method = None) -> Respons
     hit = _find(svc, key, method)
     if isinstance(hit, JSONResponse):
         return hit
-    from pipesched.solver.render import render_svg  # lazily: only this route draws
+    from pipesched.solver.formats.render import render_svg
 
     svg = render_svg(Schedule.model_validate_json(hit.entry.schedule_json))
     return Response(svg, media_type="image/svg+xml")
@@ -57,7 +57,7 @@ async def get_torch_csv(key: Key, svc: ServiceDep, method: Method = None) -> Res
     hit = _find(svc, key, method)
     if isinstance(hit, JSONResponse):
         return hit
-    from pipesched.solver.torch_csv import to_torch_csv  # lazily; pure Python, no torch
+    from pipesched.solver.formats.torch_csv import to_torch_csv
     schedule = Schedule.model_validate_json(hit.entry.schedule_json)
     if not schedule.ops:
         return JSONResponse({"detail": f"entry {key} has no schedule (status {schedule.status})"}, status_code=404)

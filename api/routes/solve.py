@@ -22,9 +22,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from pipesched.solver.canonical import problem_key
-from pipesched.solver.errors import NotApplicableError
-from pipesched.solver.registry import get_method
+from pipesched.solver.core.canonical import problem_key
+from pipesched.solver.core.errors import NotApplicableError
+from pipesched.solver.core.registry import get_method
 
 from ..bodies import failed_job_response, solve_response, validation_error_response
 from ..cache import Accepted

@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesched.solver.canonical import canonical_json, problem_key
-from pipesched.solver.problem import Problem
+from pipesched.solver.core.canonical import canonical_json, problem_key
+from pipesched.solver.core.problem import Problem
 
 BASE = {"devices": 4, "microbatches": 8}
 

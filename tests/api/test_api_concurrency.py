@@ -8,7 +8,7 @@ import httpx
 from api_servers import Server
 
 from pipesched.api.store import Store
-from pipesched.solver.canonical import problem_key
+from pipesched.solver.core.canonical import problem_key
 
 PROBLEM = {"devices": 16, "microbatches": 256}  # ~12k ops: a solve long enough for all 50 to arrive
 

@@ -8,7 +8,7 @@ import time
 from api_servers import SMALL
 
 from pipesched.api.store import Store
-from pipesched.solver.canonical import problem_key
+from pipesched.solver.core.canonical import problem_key
 
 SLOW = {"devices": 32, "microbatches": 1000}
 

@@ -11,7 +11,7 @@ import pytest
 from api_servers import SMALL, Server
 
 from pipesched.solver import Problem, Schedule, methods, solve, validate
-from pipesched.solver.canonical import problem_key
+from pipesched.solver.core.canonical import problem_key
 
 #: A problem whose GPipe solve takes well over a second of wall-clock (96k ops to simulate and validate).
 SLOW = {"devices": 32, "microbatches": 1000}
@@ -103,7 +103,7 @@ def test_the_entry_and_torch_csv_are_served(server: Server) -> None:
 
 
 def test_the_gantt_svg_is_served(server: Server) -> None:
-    pytest.importorskip("pipesched.solver.render", reason="the SVG renderer has not landed yet")
+    pytest.importorskip("pipesched.solver.formats.render", reason="the SVG renderer has not landed yet")
     key = server.post({"problem": SMALL, "method": "gpipe"}).json()["key"]
     svg = server.get(f"/v1/schedules/{key}/gantt.svg")
     assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pipesched.cli import main
 from pipesched.solver import Problem, solve
-from pipesched.solver.build import no_schedule
-from pipesched.solver.io import dump_json
-from pipesched.solver.render import nice_step, render_svg
+from pipesched.solver.core.io import dump_json
+from pipesched.solver.formats.render import nice_step, render_svg
+from pipesched.solver.timing.finalize import no_schedule
 
 NS = "{http://www.w3.org/2000/svg}"
 

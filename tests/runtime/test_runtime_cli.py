@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from pipesched.solver import Problem, solve
-from pipesched.solver.io import dump_json
-from pipesched.solver.torch_csv import to_torch_csv
+from pipesched.solver.core.io import dump_json
+from pipesched.solver.formats.torch_csv import to_torch_csv
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

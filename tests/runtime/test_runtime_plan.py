@@ -10,7 +10,7 @@ from torch.distributed.pipelining.schedules import _Action, _validate_schedule
 
 from pipesched.runtime.plan import Compute, PostRecv, Send, rank_plan
 from pipesched.solver import Instance, Problem, Schedule, solve
-from pipesched.solver.torch_csv import rank_programs, to_torch_csv
+from pipesched.solver.formats.torch_csv import rank_programs, to_torch_csv
 
 CASES = [
     (Problem(devices=2, microbatches=3), "1f1b"),

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pipesched.solver import Problem, SolveOptions, solve, validate
-from pipesched.solver.zb_heuristic import Policy, zb_candidates, zb_order
+from pipesched.solver.heuristics.zero_bubble import Policy, zb_candidates, zb_order
 
 CASES: dict[str, dict] = {
     "unit-limit": dict(devices=4, microbatches=8, memory={"limit": 3}),
@@ -60,7 +60,7 @@ def test_auto_keeps_a_better_hint_than_its_heuristics() -> None:
 
 def test_zb_heuristic_respects_the_memory_limit_and_warms_up_like_1f1b() -> None:
     from pipesched.solver import Instance
-    from pipesched.solver.metrics import peak_memory
+    from pipesched.solver.core.metrics import peak_memory
 
     inst = Instance.from_problem(Problem(devices=4, microbatches=8, memory={"limit": 4}))
     order = zb_order(inst, Policy(extra=0, w="eager"))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesched.solver import Instance, NotApplicableError, Problem, solve
-from pipesched.solver.bounds import (
+from pipesched.solver.bounds.analytic import (
     device_span_bounds,
     head_work_tail_bound,
     lower_bound,

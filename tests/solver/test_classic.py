@@ -17,8 +17,8 @@ from pipesched.solver import (
     solve,
     validate,
 )
-from pipesched.solver.classic.greedy import POLICIES, greedy_order
-from pipesched.solver.metrics import makespan, peak_memory
+from pipesched.solver.core.metrics import makespan, peak_memory
+from pipesched.solver.heuristics.greedy import POLICIES, greedy_order
 
 MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 

@@ -10,10 +10,14 @@ import time
 import pytest
 
 from pipesched.solver import Instance, Problem, SolveOptions, solve, validate
-from pipesched.solver.cpsat_model import Scaling
-from pipesched.solver.feasibility import infeasibility_reason
-from pipesched.solver.metrics import bubble_ratio
-from pipesched.solver.strong_bounds import combinatorial_bound, energy_bound, round_trip_span_bound
+from pipesched.solver.bounds.combinatorial import (
+    combinatorial_bound,
+    energy_bound,
+    round_trip_span_bound,
+)
+from pipesched.solver.bounds.feasibility import infeasibility_reason
+from pipesched.solver.core.metrics import bubble_ratio
+from pipesched.solver.exact.cpsat.scaling import Scaling
 
 UNEVEN = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
           "comm": 0.25}
@@ -186,7 +190,7 @@ def test_energy_bound_and_cpsat_match_the_brute_force_optimum_under_tight_memory
 
 
 def test_ramps_raise_the_energy_bound_above_the_plain_rate() -> None:
-    from pipesched.solver.strong_bounds import ramp_span
+    from pipesched.solver.bounds.combinatorial import ramp_span
 
     # unit costs, p = 8, limit 4, first device: 8 microbatches hold 1 unit for 17 (round trip 15 + B + W)
     assert ramp_span(8 * 17, 4, 1, 1, 1) == pytest.approx(37)  # plain energy / L is 34; each ramp loses 6 / 4
@@ -203,7 +207,7 @@ def test_ramps_raise_the_energy_bound_above_the_plain_rate() -> None:
     (dict(devices=4, microbatches=8), False),  # no cap at all
 ])
 def test_memory_chains_replace_the_cumulative_only_when_exact(case: dict, expected: bool) -> None:
-    from pipesched.solver.cpsat_model import OpGraph, build
+    from pipesched.solver.exact.cpsat.formulation import OpGraph, build
 
     inst = Instance.from_problem(Problem(**case))
     sc = Scaling.of(inst)

@@ -18,13 +18,13 @@ from pipesched.solver import (
     Schedule,
     SolveOptions,
     finalize,
-    ilp,
-    ilp_backends,
-    ilp_model,
     solve,
 )
-from pipesched.solver.exact_times import best_times
-from pipesched.solver.metrics import objective_value, peak_memory
+from pipesched.solver.core.metrics import objective_value, peak_memory
+from pipesched.solver.exact.ilp import backends as ilp_backends
+from pipesched.solver.exact.ilp import formulation as ilp_model
+from pipesched.solver.exact.ilp import method as ilp
+from pipesched.solver.timing.retime import best_times
 
 UNEVEN3 = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
            "comm": 0.25}
@@ -107,8 +107,8 @@ def test_ilp_proves_the_brute_force_optimum(case: str) -> None:
 
 @pytest.mark.parametrize("case", sorted(SMALL_CASES))
 def test_ilp_and_cpsat_agree_on_the_optimum(case: str) -> None:
-    if importlib.util.find_spec("pipesched.solver.cpsat") is None:
-        pytest.skip("solver/cpsat.py (the cpsat method) does not exist yet")
+    if importlib.util.find_spec("pipesched.solver.exact.cpsat.method") is None:
+        pytest.skip("solver/exact/cpsat/method.py (the cpsat method) does not exist yet")
     schedule = _ilp(case)
     assert schedule.status == "optimal"
     other = solve(Problem(**SMALL_CASES[case]), "cpsat", SolveOptions(time_limit_s=10))
@@ -150,7 +150,7 @@ def test_highs_backend_proves_the_same_optimum_in_a_subprocess(case: str) -> Non
 
 @pytest.mark.skipif(not ilp_backends.highs_available(), reason="only meaningful when highspy is installed")
 def test_importing_the_ilp_module_keeps_ortools_importable() -> None:
-    code = "import pipesched.solver.ilp; from ortools.sat.python import cp_model; print('ok')"
+    code = "import pipesched.solver.exact.ilp.method; from ortools.sat.python import cp_model; print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

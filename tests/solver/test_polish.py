@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pipesched.solver import Instance, Problem, solve, validate
-from pipesched.solver.build import compact, finalize
-from pipesched.solver.instance import OpId
-from pipesched.solver.metrics import objective_value
-from pipesched.solver.polish import delayed_by_w, fits_memory, polish
+from pipesched.solver.core.instance import OpId
+from pipesched.solver.core.metrics import objective_value
+from pipesched.solver.heuristics.swap_past_w import delayed_by_w, fits_memory, polish
+from pipesched.solver.timing.finalize import finalize
+from pipesched.solver.timing.retime import compact
 
 
 def ops(text: str) -> list[OpId]:

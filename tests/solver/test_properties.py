@@ -20,8 +20,8 @@ from pipesched.solver import (
     solve,
     validate,
 )
-from pipesched.solver.classic.greedy import POLICIES, greedy_schedule
-from pipesched.solver.metrics import peak_memory
+from pipesched.solver.core.metrics import peak_memory
+from pipesched.solver.heuristics.greedy import POLICIES, greedy_schedule
 
 MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 COSTS = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])

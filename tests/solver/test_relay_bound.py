@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipesched.solver import Instance, Problem
-from pipesched.solver.metrics import bubble_ratio
-from pipesched.solver.strong_bounds import combinatorial_bound, relay_bound
+from pipesched.solver.bounds.combinatorial import combinatorial_bound, relay_bound
+from pipesched.solver.core.metrics import bubble_ratio
 
 #: A last stage much busier with F + B than the first stage is with F + B + W: the relay binds.
 HEAVY_LAST = {"forward": [1.0, 1.0, 3.0], "backward_input": [1.0, 1.0, 3.0], "backward_weight": [0.5, 0.5, 0.5],

@@ -1,0 +1,197 @@
+"""The canonical description of a pipeline-scheduling problem (wire format).
+
+A model of ``S = p * v`` stages, numbered in model order, is spread over ``p`` devices.
+Every stage ``s`` and microbatch ``i`` has a forward op ``F(s, i)``, an input-gradient
+backward ``B(s, i)`` and, with ``split_backward``, a weight-gradient backward ``W(s, i)``.
+This module only describes and checks a problem; :mod:`pipesched.solver.core.instance` turns it
+into the plain arrays the solvers work on.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+Number = float
+PerStage = float | list[float]
+
+#: Relative tolerance used when checking that a stage's memory deltas sum to zero.
+DELTA_SUM_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class ProblemCaps:
+    """Upper bounds that keep a request from asking for a billion ops.
+
+    Defaults come from the environment (``PIPESCHED_MAX_DEVICES``, ``PIPESCHED_MAX_MICROBATCHES``,
+    ``PIPESCHED_MAX_STAGES_PER_DEVICE``, ``PIPESCHED_MAX_OPS``) so a deployment can tighten them
+    without code; the service passes its own caps through the validation context.
+    """
+
+    max_devices: int = 1024
+    max_microbatches: int = 4096
+    max_stages_per_device: int = 64
+    max_ops: int = 2_000_000
+
+    @classmethod
+    def from_env(cls) -> ProblemCaps:
+        # Every Problem validation asks for the caps (the service's cache-hit path included), so
+        # parse them once per distinct environment rather than on each call.
+        return _caps_from_raw(tuple(os.environ.get(name) for name in _CAP_VARIABLES))
+
+
+#: Environment variables behind ProblemCaps, in field order.
+_CAP_VARIABLES = (
+    "PIPESCHED_MAX_DEVICES",
+    "PIPESCHED_MAX_MICROBATCHES",
+    "PIPESCHED_MAX_STAGES_PER_DEVICE",
+    "PIPESCHED_MAX_OPS",
+)
+
+
+@functools.lru_cache(maxsize=16)
+def _caps_from_raw(raw: tuple[str | None, ...]) -> ProblemCaps:
+    base = ProblemCaps()
+    defaults = (base.max_devices, base.max_microbatches, base.max_stages_per_device, base.max_ops)
+    return ProblemCaps(*(int(value) if value else default for value, default in zip(raw, defaults, strict=True)))
+
+
+class Costs(BaseModel):
+    """Op durations in any time unit (ms, s, ...); schedules report times in the same unit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    forward: PerStage = 1.0
+    backward_input: PerStage = 1.0
+    backward_weight: PerStage = 1.0
+    comm: Number = Field(0.0, description="Point-to-point latency between consecutive stages on different devices.")
+
+
+class Memory(BaseModel):
+    """Activation-memory deltas per op (any unit) and the per-device cap.
+
+    A positive delta takes effect when the op starts, a negative one when it ends.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    forward: PerStage = 1.0
+    backward_input: PerStage = 0.0
+    backward_weight: PerStage = -1.0
+    limit: Number | list[Number] | None = None
+
+
+class Problem(BaseModel):
+    """One pipeline-scheduling problem; the single representation shared by every component."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    devices: int = Field(..., description="p: number of pipeline devices (ranks).")
+    microbatches: int = Field(..., description="m: microbatches per training step.")
+    stages_per_device: int = Field(1, description="v: model chunks held by each device.")
+    placement: Literal["loop", "v"] = Field(
+        "loop", description="'loop': stage s on device s % p; 'v' (v = 2): V-shape, s < p on s, else 2p-1-s."
+    )
+    split_backward: bool = Field(True, description="Split backward into B (input grad) and W (weight grad).")
+    costs: Costs = Field(default_factory=Costs)
+    memory: Memory = Field(default_factory=Memory)
+    objective: Literal["makespan", "stage_span"] = "makespan"
+
+    @property
+    def num_stages(self) -> int:
+        return self.devices * self.stages_per_device
+
+    @property
+    def num_ops(self) -> int:
+        kinds = 3 if self.split_backward else 2
+        return kinds * self.num_stages * self.microbatches
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> Problem:
+        caps = (info.context or {}).get("caps") if info is not None else None
+        caps = caps if isinstance(caps, ProblemCaps) else ProblemCaps.from_env()
+        errors = list(problem_errors(self, caps))
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
+
+
+def _positive_int(name: str, value: int, cap: int) -> str | None:
+    if value < 1:
+        return f"{name} must be >= 1 (got {value})"
+    if value > cap:
+        return f"{name} must be <= {cap} (got {value}); raise the cap if you really need it"
+    return None
+
+
+def _per_stage(name: str, value: PerStage, stages: int, *, non_negative: bool) -> tuple[list[str], list[float]]:
+    values = list(value) if isinstance(value, list) else [value] * stages
+    if isinstance(value, list) and len(values) != stages:
+        return [f"{name} has {len(values)} entries but the model has S = devices * stages_per_device = {stages} stages"], []
+    errors: list[str] = []
+    for s, x in enumerate(values):
+        if not math.isfinite(x):
+            errors.append(f"{name}[{s}] must be finite (got {x})")
+        elif non_negative and x < 0:
+            errors.append(f"{name}[{s}] must be >= 0 (got {x})")
+    return errors, values
+
+
+def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
+    """Every reason ``problem`` is not acceptable, each naming the field and the value."""
+    errors = [
+        e
+        for e in (
+            _positive_int("devices", problem.devices, caps.max_devices),
+            _positive_int("microbatches", problem.microbatches, caps.max_microbatches),
+            _positive_int("stages_per_device", problem.stages_per_device, caps.max_stages_per_device),
+        )
+        if e
+    ]
+    if errors:
+        return errors
+    if problem.placement == "v" and problem.stages_per_device != 2:
+        errors.append(f"placement 'v' needs stages_per_device = 2 (got {problem.stages_per_device})")
+    if problem.num_ops > caps.max_ops:
+        errors.append(
+            f"the problem has {problem.num_ops} ops (kinds x devices x stages_per_device x microbatches), "
+            f"more than the cap of {caps.max_ops}"
+        )
+        return errors
+    stages = problem.num_stages
+    costs = {}
+    for field in ("forward", "backward_input", "backward_weight"):
+        errs, costs[field] = _per_stage(f"costs.{field}", getattr(problem.costs, field), stages, non_negative=True)
+        errors += errs
+    comm = problem.costs.comm
+    if not math.isfinite(comm) or comm < 0:
+        errors.append(f"costs.comm must be finite and >= 0 (got {comm})")
+    deltas = {}
+    for field in ("forward", "backward_input", "backward_weight"):
+        errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages, non_negative=False)
+        errors += errs
+    if all(len(d) == stages for d in deltas.values()):
+        for s in range(stages):
+            parts = [deltas[f][s] for f in ("forward", "backward_input", "backward_weight")]
+            total = sum(parts)
+            scale = max(1.0, *(abs(x) for x in parts))
+            if abs(total) > DELTA_SUM_TOLERANCE * scale:
+                errors.append(
+                    f"memory deltas of stage {s} sum to {total:g}, not 0 "
+                    f"(forward {parts[0]:g} + backward_input {parts[1]:g} + backward_weight {parts[2]:g}): "
+                    "activations would leak"
+                )
+                break
+    limit = problem.memory.limit
+    if isinstance(limit, list) and len(limit) != problem.devices:
+        errors.append(f"memory.limit has {len(limit)} entries but there are {problem.devices} devices")
+    elif limit is not None:
+        for d, x in enumerate(limit if isinstance(limit, list) else [limit]):
+            if math.isnan(x) or x < 0:
+                errors.append(f"memory.limit{'[' + str(d) + ']' if isinstance(limit, list) else ''} must be >= 0 (got {x})")
+    return errors

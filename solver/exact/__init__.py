@@ -1,0 +1,1 @@
+"""Exact methods: the CP-SAT model (:mod:`.cpsat`) and the ILP (:mod:`.ilp`)."""

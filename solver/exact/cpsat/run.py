@@ -1,0 +1,194 @@
+"""One CP-SAT run from an incumbent: solver parameters, the deterministic budget, and read-back.
+
+Why apart from the formulation (:mod:`.formulation`): the model says *what* is scheduled; this
+module decides how long and how CP-SAT searches it. The search stops on a *deterministic* time
+limit (``max_deterministic_time``, rates in :mod:`pipesched.solver.budget`), so the same problem
+gives the same schedule in every process; the wall-clock limit is only a safety net. The answer's
+per-device order is re-timed exactly (:func:`pipesched.solver.timing.retime.retime`), never read
+from the model's integer times.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from ...bounds.combinatorial import combinatorial_bound
+from ...budget import (
+    BUILD_S_PER_OP,
+    CPSAT_OVERSHOOT_S,
+    DTIME_PER_SECOND,
+    LP_S_PER_OP,
+    PRECEDENCES_DTIME_PER_SECOND,
+    PRECEDENCES_OVERSHOOT_S,
+    RESOURCE_DTIME_PER_SECOND,
+    retime_cost,
+)
+from ...core.instance import Instance
+from ...core.problem import Problem
+from ...core.schedule import Schedule
+from ...timing.finalize import finalize
+from ...timing.retime import Incumbent, retime
+from ...timing.simulate import DeadlockError
+from .formulation import (
+    CpsatModel,
+    OpGraph,
+    add_hint,
+    add_search_order,
+    build,
+    needs_memory_resource,
+    solved_order,
+)
+from .scaling import Scaling
+
+
+@dataclass(frozen=True)
+class CpsatResult:
+    incumbent: Incumbent
+    proven_optimal: bool
+    bound: float | None  # valid lower bound in caller units, when the model can prove one
+
+
+def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,
+                      dtime: float | None = None, lp: bool = True, precedences_only: bool = False,
+                      fixed_search: bool = False) -> None:
+    """``dtime`` (deterministic time) is what normally stops the search, so results repeat; callers
+    derive it from the nominal budget, never from a measured clock. ``seconds`` is the wall safety net.
+    ``lp=False`` turns the linear relaxation off (see :data:`LP_S_PER_OP`).
+
+    ``precedences_only`` (the model is no-overlaps and precedences, :attr:`CpsatModel.precedences_only`):
+    no LP (its relaxation adds nothing to the precedence propagation; its first solve cost ~0.7 s at 768
+    ops). ``fixed_search`` (makespan on such a model): CP-SAT's fixed search in the model's decision
+    order (:func:`.formulation.add_search_order`), which proved the memory-tight unit-cost cases several
+    times faster than the default search, and no transitive closure of the precedences at load time
+    (~0.3 s at 768 ops, same search tree). Both measured worse on stage span, which keeps the defaults."""
+    prm = solver.parameters
+    if precedences_only:
+        lp = False
+    if fixed_search:
+        prm.transitive_precedences_work_limit = 0
+        prm.search_branching = cp_model.FIXED_SEARCH
+    if not lp:
+        prm.linearization_level = 0
+    prm.max_time_in_seconds = max(0.05, seconds)
+    prm.max_deterministic_time = max(0.02, dtime if dtime is not None else seconds * DTIME_PER_SECOND)
+    prm.num_workers = max(1, workers)
+    prm.interleave_search = workers > 1
+    prm.random_seed = 1
+    prm.cp_model_presolve = presolve
+    prm.expand_reservoir_constraints = False
+    prm.log_search_progress = False
+
+
+def model_lower(inst: Instance, sc: Scaling, bound: float) -> int:
+    """A valid real lower bound ``x`` (caller units) as a model cut ``Z >= c`` with ``c <= ceil(x)``
+    when costs are exact (the model's value of the best real schedule is then at least
+    ``ceil(OPT * time)``), else ``c = floor(x)``; either keeps the model's own bound valid."""
+    x = bound * sc.time
+    if sc.time_exact:
+        return max(0, int(math.ceil(x - 1e-7 * max(1.0, x))))
+    return max(0, int(math.floor(x)))
+
+
+def horizon_value(inst: Instance, sc: Scaling, objective: float) -> int:
+    """Latest time any op needs, in model units, when a schedule of value ``objective`` exists.
+
+    Makespan: that value. Stage span: shrinking every gap between device windows to at most one
+    comm keeps a schedule valid and its spans, so some optimum ends by ``p (Z + comm)``.
+    """
+    if inst.objective == "stage_span":
+        return sc.up(inst.devices * (objective + inst.comm)) + inst.devices
+    return sc.up(objective) + 1
+
+
+def solve_model(
+    inst: Instance,
+    incumbent: Incumbent,
+    seconds: float,
+    workers: int,
+    *,
+    graph: OpGraph | None = None,
+    extra: Callable[[CpsatModel], None] | None = None,
+    known_bound: float | None = None,
+    deadline: float | None = None,
+    dtime: float | None = None,
+    nominal: float | None = None,
+) -> CpsatResult:
+    """One CP-SAT run from ``incumbent``; never returns anything worse than it.
+
+    ``seconds`` (cut to ``deadline``) is the wall-clock net; ``nominal`` (default ``seconds``) is the
+    budget the caller planned, and the only thing the model's set-up decisions (linear relaxation,
+    workers) read, so a loaded machine does not change them and the answer stays repeatable.
+
+    ``known_bound`` (a proven lower bound, e.g. from :mod:`.relaxations`, at least the combinatorial
+    one: it replaces it) becomes the cut ``Z >= c``;
+    ``extra`` may add constraints (a neighbourhood), which makes the run's bound meaningless.
+    """
+    sc = Scaling.of(inst)
+    lb = known_bound if known_bound is not None else combinatorial_bound(inst)  # callers pass the best they have
+    lower = model_lower(inst, sc, lb)
+    upper = sc.up(incumbent.objective) + 1
+    cm = build(inst, sc, graph or OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, incumbent.objective),
+               lower=lower, upper=upper)
+    add_hint(cm, incumbent.start)
+    fixed = cm.precedences_only and inst.objective == "makespan"
+    if fixed:
+        add_search_order(cm)
+    overshoot = PRECEDENCES_OVERSHOOT_S if cm.precedences_only else CPSAT_OVERSHOOT_S
+    planned = seconds if nominal is None else nominal
+    if dtime is not None and cm.precedences_only:
+        # the search gets what the plan leaves after loading, re-timing and building, all in wall time
+        searching = max(0.0, planned - overshoot - retime_cost(inst) - BUILD_S_PER_OP * inst.num_ops)
+        dtime = min(dtime * PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND, PRECEDENCES_DTIME_PER_SECOND * searching)
+    elif dtime is not None and needs_memory_resource(inst, sc):
+        dtime *= RESOURCE_DTIME_PER_SECOND / DTIME_PER_SECOND
+    if extra is not None:
+        extra(cm)
+    if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing
+        seconds = min(seconds, deadline - time.perf_counter() - overshoot - retime_cost(inst))
+    if seconds <= 0.05:
+        return CpsatResult(incumbent, False, min(lb, incumbent.objective))
+    solver = cp_model.CpSolver()
+    lp = planned >= LP_S_PER_OP * inst.num_ops
+    solver_parameters(solver, seconds, workers if lp and not cm.precedences_only else 1, dtime=dtime, lp=lp,
+                      precedences_only=cm.precedences_only, fixed_search=fixed)
+    status = solver.solve(cm.model)
+    res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
+    if graph is not None:  # a relaxation's incumbent is no schedule of the problem
+        return res
+    bound = min(max(res.bound or 0.0, lb), res.incumbent.objective)
+    return CpsatResult(res.incumbent, res.proven_optimal or bound >= res.incumbent.objective, bound)
+
+
+def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver, status: int,
+          incumbent: Incumbent, *, relaxed: bool) -> CpsatResult:
+    bound = None
+    if sc.bound_is_valid and not relaxed and status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound = sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices)
+    best = incumbent
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        order = solved_order(cm, solver)
+        try:
+            cand = retime(inst, order)
+        except DeadlockError:
+            cand = None
+        if cand is not None and cand.objective < best.objective - 1e-9 * max(1.0, best.objective):
+            best = cand
+    proven = (status == cp_model.OPTIMAL and not relaxed and sc.bound_is_valid and sc.time_exact
+              and (inst.objective == "makespan" or sc.span_exact)
+              and best.objective <= solver.objective_value / sc.time + 1e-9 * max(1.0, best.objective))
+    if bound is not None:
+        bound = min(bound, best.objective)
+    return CpsatResult(best, proven, bound)
+
+
+def finish(problem: Problem, name: str, inst: Instance, inc: Incumbent, proven: bool, bound: float | None,
+           t0: float) -> Schedule:
+    return finalize(problem, name, inc.start, status="optimal" if proven else "feasible", lower_bound=bound,
+                    solve_time_s=time.perf_counter() - t0, inst=inst)
+
+

@@ -1,0 +1,1 @@
+"""Converters at the edge: the SVG Gantt chart and torch.distributed.pipelining's CSV."""

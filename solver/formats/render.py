@@ -1,0 +1,214 @@
+"""Gantt chart of a schedule as plain SVG text (no dependencies, no browser needed).
+
+One row per device, one ``<rect>`` per op, coloured by kind with the Okabe–Ito palette
+(distinguishable under the common colour-vision deficiencies): F blue, B vermillion, W bluish
+green. With ``v > 1`` model chunks are told apart by tint (chunk 0 full colour, later chunks
+lighter). Idle time shows as the hatched row background. Microbatch numbers are written inside
+boxes wide enough to hold them, and small charts carry a hover ``<title>`` per op.
+
+Size: a row is a ``<g>`` translated to its height, so each op is one short ``<rect>`` with an
+``x``, a ``width`` and a class, roughly 60 bytes an op once tooltips and labels drop out.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+from ..core.schedule import Schedule
+
+#: Okabe & Ito (2008) colour-blind-safe colours for forward, backward (input) and weight ops.
+KIND_COLOURS = {"F": "#0072B2", "B": "#D55E00", "W": "#009E73"}
+KIND_NAMES = {"F": "F forward", "B": "B backward (input grad)", "W": "W backward (weight grad)"}
+FUSED_NAME = "B backward (fused)"
+
+ROW_HEIGHT = 22
+ROW_GAP = 6
+LEFT = 74  # room for the device labels
+RIGHT = 24
+TOP = 62  # title lines and legend
+AXIS = 34  # tick labels under the rows
+CHAR_WIDTH = 6.6  # of an 11px digit, to decide whether a label fits in a box
+TOOLTIP_MAX_OPS = 4000  # above this, per-op <title> would bloat the file
+
+
+def _mix_white(colour: str, amount: float) -> str:
+    """``colour`` moved ``amount`` (0..1) of the way to white."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02x}" for c in (r, g, b))
+
+
+def _chunk(stage: int, devices: int) -> int:
+    """Model chunk of a stage: which of the device's v stages it is (same for loop and V)."""
+    return stage // devices
+
+
+def _tint(chunk: int, chunks: int) -> float:
+    return 0.0 if chunks <= 1 else 0.55 * chunk / (chunks - 1)
+
+
+def _fmt(x: float) -> str:
+    """Short number for coordinates and figures: at most 2 decimals, no trailing zeros."""
+    s = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if s == "-0" else s
+
+
+def _figure(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.6g}"
+
+
+def nice_step(span: float, target_ticks: int = 10) -> float:
+    """A 1, 2 or 5 × 10^k tick step giving about ``target_ticks`` ticks over ``span``."""
+    if span <= 0:
+        return 1.0
+    raw = span / target_ticks
+    base = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * base:
+            return factor * base
+    return 10 * base
+
+
+def title_lines(schedule: Schedule) -> tuple[str, str]:
+    """The two header lines: the figures, then the problem in short."""
+    p = schedule.problem
+    bubble = "–" if schedule.bubble_ratio is None else f"{schedule.bubble_ratio:.1%}"
+    parts = [schedule.method, schedule.status]
+    if schedule.ops:
+        parts += [f"makespan {_figure(schedule.makespan)}",
+                  f"objective ({p.objective}) {_figure(schedule.objective_value)}"]
+    else:
+        parts.append(f"objective {p.objective}")
+    if schedule.lower_bound is not None:
+        parts.append(f"lower bound {_figure(schedule.lower_bound)}")
+    if schedule.ops:
+        parts.append(f"bubble {bubble}")
+    first = " · ".join(parts)
+    second = (
+        f"p={p.devices} devices · m={p.microbatches} microbatches · v={p.stages_per_device} "
+        f"({p.placement} placement) · {'split' if p.split_backward else 'fused'} backward · "
+        f"comm {_figure(p.costs.comm)}"
+    )
+    return first, second
+
+
+def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
+    rules = [
+        "text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;fill:#222}",
+        ".t{font-size:14px;font-weight:bold}.s{font-size:12px;fill:#444}",
+        ".d{font-size:12px;text-anchor:end;dominant-baseline:central}",
+        ".k{font-size:10px;text-anchor:middle;fill:#555}.g{stroke:#d8d8d8;stroke-width:1}",
+        ".n{font-size:11px;text-anchor:middle;dominant-baseline:central;fill:#fff;pointer-events:none}",
+        ".l{font-size:12px;dominant-baseline:central}.n.dk{fill:#222}",
+    ]
+    if stroke:
+        rules.append("rect.o{stroke:#fff;stroke-width:0.6}")
+    for k in kinds:
+        for c in range(chunks):
+            rules.append(f".{k}{c}{{fill:{_mix_white(KIND_COLOURS[k], _tint(c, chunks))}}}")
+    return "".join(rules)
+
+
+def _legend(kinds: list[str], fused: bool, chunks: int, y: float) -> list[str]:
+    out: list[str] = []
+    x = LEFT
+    for k in kinds:
+        name = FUSED_NAME if (fused and k == "B") else KIND_NAMES[k]
+        for c in range(chunks):
+            out.append(f'<rect x="{x + 12 * c}" y="{y - 6}" width="12" height="12" class="{k}{c}"/>')
+        x += 12 * chunks + 5
+        out.append(f'<text class="l" x="{x}" y="{y}">{escape(name)}</text>')
+        x += 8 + len(name) * 6.6
+    out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" fill="url(#idle)" stroke="#bbb"/>')
+    out.append(f'<text class="l" x="{x + 23}" y="{y}">idle</text>')
+    x += 60
+    if chunks > 1:
+        out.append(f'<text class="l" x="{x}" y="{y}">lighter = later model chunk (chunk 0..{chunks - 1})</text>')
+    return out
+
+
+def render_svg(schedule: Schedule) -> str:
+    """The schedule as a standalone SVG document (UTF-8 text)."""
+    problem = schedule.problem
+    devices = problem.devices
+    kinds = ["F", "B", "W"] if problem.split_backward else ["F", "B"]
+    chunks = problem.stages_per_device
+    horizon = max((o.end for o in schedule.ops), default=0.0)
+    per_device = max(1, len(schedule.ops) // max(1, devices))
+    chart_w = min(2400.0, max(900.0, 14.0 * per_device))
+    rows_h = devices * (ROW_HEIGHT + ROW_GAP)
+    width = LEFT + chart_w + RIGHT
+    height = TOP + rows_h + AXIS + 8 if schedule.ops else TOP + 36
+    scale = chart_w / horizon if horizon > 0 else 0.0
+    widest = max(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
+    narrowest = min(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
+
+    head, sub = title_lines(schedule)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_fmt(width)}" height="{_fmt(height)}" '
+        f'viewBox="0 0 {_fmt(width)} {_fmt(height)}">',
+        f"<title>{escape(head)}</title>",
+        "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+        "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
+        "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#d0d0d0\" stroke-width=\"2\"/></pattern></defs>",
+        f"<style>{_style(kinds, chunks, stroke=narrowest >= 3.0 or widest >= 6.0)}</style>",
+        '<rect width="100%" height="100%" fill="#fff"/>',
+        f'<text class="t" x="{LEFT}" y="18">{escape(head)}</text>',
+        f'<text class="s" x="{LEFT}" y="35">{escape(sub)}</text>',
+        *_legend(kinds, not problem.split_backward, chunks, 52),
+    ]
+
+    if not schedule.ops:
+        reason = schedule.reason or "no ops"
+        out.append(
+            f'<text class="s" x="{LEFT}" y="{TOP + 20}">No schedule ({escape(schedule.status)}): '
+            f"{escape(reason)}</text>"
+        )
+        out.append("</svg>")
+        return "\n".join(out) + "\n"
+
+    # time axis: grid lines behind the rows, tick labels below them
+    step = nice_step(horizon)
+    axis_y = TOP + rows_h
+    ticks = []
+    t = 0.0
+    while t <= horizon + 1e-9 * max(1.0, horizon):
+        x = LEFT + t * scale
+        ticks.append(f'<line class="g" x1="{_fmt(x)}" y1="{TOP - 2}" x2="{_fmt(x)}" y2="{axis_y + 3}"/>')
+        ticks.append(f'<text class="k" x="{_fmt(x)}" y="{axis_y + 15}">{_fmt(t) if step < 1 else f"{t:g}"}</text>')
+        t = round(t + step, 12)
+    out.append(f'<g id="axis">{"".join(ticks)}</g>')
+    out.append(f'<text class="k" x="{_fmt(LEFT + chart_w / 2)}" y="{axis_y + 30}">time</text>')
+
+    tooltips = len(schedule.ops) <= TOOLTIP_MAX_OPS
+    rows: list[list[str]] = [[] for _ in range(devices)]
+    labels: list[list[str]] = [[] for _ in range(devices)]
+    for o in schedule.ops:
+        if not 0 <= o.device < devices:
+            continue  # a hand-edited file; `pipesched validate` reports it
+        x = LEFT + o.start * scale
+        w = (o.end - o.start) * scale
+        cls = f"o {o.kind}{_chunk(o.stage, devices)}"
+        rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" height="{ROW_HEIGHT}" class="{cls}"'
+        if tooltips:
+            tip = f"{o.kind}{o.microbatch} stage {o.stage}: {o.start:g}–{o.end:g}"
+            rect += f"><title>{tip}</title></rect>"
+        else:
+            rect += "/>"
+        rows[o.device].append(rect)
+        text = str(o.microbatch)
+        if w >= CHAR_WIDTH * len(text) + 4:
+            dark = " dk" if _tint(_chunk(o.stage, devices), chunks) > 0.3 else ""
+            labels[o.device].append(f'<text class="n{dark}" x="{_fmt(x + w / 2)}" y="{ROW_HEIGHT / 2}">{text}</text>')
+    for d in range(devices):
+        y = TOP + d * (ROW_HEIGHT + ROW_GAP)
+        out.append(f'<g id="device-{d}" class="device" transform="translate(0,{y})">')
+        out.append(f'<text class="d" x="{LEFT - 8}" y="{ROW_HEIGHT / 2}">device {d}</text>')
+        out.append(f'<rect x="{LEFT}" width="{_fmt(chart_w)}" height="{ROW_HEIGHT}" fill="url(#idle)"/>')
+        out.extend(rows[d])
+        out.extend(labels[d])
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,114 @@
+"""DualPipe-V (DeepSeek-AI's DualPipe, "cut in half" onto a V placement; DeepSeek-V3 report, 2024).
+
+Device ``r`` holds chunk 0 = stage ``r`` and chunk 1 = stage ``2p - 1 - r``. DualPipe's point is
+to overlap one chunk's forward with the other chunk's backward (and their communication); a
+device here runs one op at a time, so each overlapped pair becomes "forward, then backward".
+The eight steps, with their counts on device ``r``:
+
+1. ``2(p - r - 1)`` chunk-0 forwards;
+2. ``r + 1`` pairs: chunk-0 F, chunk-1 F;
+3. ``p - r - 1`` triples: chunk-1 B, its W, chunk-1 F (zero-bubble split);
+4. main, ``m - 2p + r + 1`` times: chunk-0 F with chunk-1 B, then chunk-1 F with chunk-0 B;
+5. ``p - r - 1`` times: chunk-1 B, then chunk-1 F with chunk-0 B;
+6. ``r + 1`` pairs: chunk-1 B, chunk-0 B; from half way on (earlier on odd devices) Ws are
+   deferred to a queue instead of following their B;
+7. ``p - r - 1`` pairs: a queued W, chunk-0 B (its W queued);
+8. the queued Ws.
+
+Outside the deferred steps each backward is followed by its W (the fused backward of the original).
+The steps need ``m >= 2p``; for fewer microbatches the order is built for ``2p`` and trimmed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ...core.instance import Instance, OpId
+from ...core.problem import Problem
+from ...core.registry import SolveOptions, method
+from ...core.schedule import Order, Schedule
+from ...timing.finalize import from_order
+from ._common import keep_microbatches
+
+
+def _applies(problem: Problem) -> str | None:
+    if problem.placement != "v":
+        return f"dualpipe-v needs placement 'v' with stages_per_device = 2 (got {problem.placement!r})"
+    return None
+
+
+class _Device:
+    """One device's op list, written step by step; Ws either follow their B or wait in a queue."""
+
+    def __init__(self, r: int, p: int, split: bool) -> None:
+        self.stage = (r, 2 * p - 1 - r)
+        self.split = split
+        self.next = {"F": [0, 0], "B": [0, 0]}
+        self.queue: deque[OpId] = deque()
+        self.ops: list[OpId] = []
+
+    def forward(self, chunk: int) -> None:
+        self.ops.append(OpId("F", self.stage[chunk], self.next["F"][chunk]))
+        self.next["F"][chunk] += 1
+
+    def backward(self, chunk: int, *, defer_w: bool = False) -> None:
+        i = self.next["B"][chunk]
+        self.next["B"][chunk] += 1
+        self.ops.append(OpId("B", self.stage[chunk], i))
+        if self.split:
+            w = OpId("W", self.stage[chunk], i)
+            if defer_w:
+                self.queue.append(w)
+            else:
+                self.ops.append(w)
+
+    def weight(self) -> None:
+        if self.queue:
+            self.ops.append(self.queue.popleft())
+
+
+def dualpipe_v_order(inst: Instance) -> Order:
+    p, m = inst.devices, inst.microbatches
+    total = max(m, 2 * p)
+    order: Order = []
+    for r in range(p):
+        dev = _Device(r, p, inst.split_backward)
+        for _ in range(2 * (p - r - 1)):
+            dev.forward(0)
+        for _ in range(r + 1):
+            dev.forward(0)
+            dev.forward(1)
+        for _ in range(p - r - 1):
+            dev.backward(1)
+            dev.forward(1)
+        for _ in range(total - 2 * p + r + 1):
+            dev.forward(0)
+            dev.backward(1)
+            dev.forward(1)
+            dev.backward(0)
+        for _ in range(p - r - 1):
+            dev.backward(1)
+            dev.forward(1)
+            dev.backward(0)
+        half = (r + 1) // 2
+        for i in range(r + 1):
+            dev.backward(1, defer_w=i > half or (i == half and r % 2 == 1))
+            dev.backward(0, defer_w=i >= half)
+        for _ in range(p - r - 1):
+            dev.weight()
+            dev.backward(0, defer_w=True)
+        while dev.queue:
+            dev.weight()
+        order.append(dev.ops)
+    return keep_microbatches(order, m)
+
+
+@method(
+    "dualpipe-v",
+    "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B, Ws deferred "
+    "at the tail; needs placement 'v' (stages_per_device = 2).",
+    applies=_applies,
+)
+def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
+    inst = Instance.from_problem(problem)
+    return from_order(problem, "dualpipe-v", dualpipe_v_order(inst), inst=inst)

@@ -1,0 +1,377 @@
+"""Memory-aware greedy list scheduler: any placement, split or fused backward, per-stage costs,
+comm and ``memory.limit``. It is the warm start of the exact solvers.
+
+Time moves forward device by device (a list schedule): whenever a device is free it runs the
+best op whose inputs have arrived and that memory allows, by a priority rule (the ``policy``);
+each op gets the earliest start its device order allows, exactly what :func:`simulate` gives.
+Memory is checked twice:
+
+* the cap itself: live memory after a positive delta stays within ``memory.limit``;
+* deadlock avoidance, a banker's test: an op of microbatch ``j`` on device ``k`` may only take
+  memory that leaves every older in-flight microbatch ``t < j`` able to finish alone, i.e. for each
+  such ``t``: ``held_k(u >= t) + need_k(t) <= limit_k``, where ``need_k(t)`` is the sum of the
+  positive deltas ``t`` still has to apply on ``k``. Microbatches enter the pipeline in index
+  order, so the oldest unfinished one can always move and the list never stalls, provided one
+  microbatch alone fits (``need_k <= limit_k``; otherwise :class:`NotApplicableError` says where).
+
+Policies (the exact solver takes the best of them, :data:`POLICIES`):
+
+* ``default``: B, then F, then W: Bs are on the critical path, Fs fill the pipeline as far as
+  memory allows, Ws fill gaps and run when memory is needed;
+* ``eager-w``: B, then W, then F: frees memory as soon as possible (1F1B behaviour);
+* ``patient``: like ``default`` but a device waits for a B that arrives before a lower-priority
+  op it could start now would end;
+* ``alternate``: F after B and B after F when both can run, W otherwise (1F1B's steady state, which
+  keeps the next device fed while backwards drain; under a limit of p it rebuilds ZB-H1);
+* ``follow-lean`` and ``follow-wide``: run a recipe's per-device order (the lean one: ZB-H1, 1F1B
+  when fused, interleaved 1F1B, ZB-V, DualPipe-V when fused; the wide one: ZB-H2, DualPipe-V on
+  the V placement), waiting for its next op as the recipe does; when memory forbids that op, run the earliest later op that fits instead. Within the
+  recipe's own peak this is the recipe; under a tighter limit it is the recipe bent to fit (and
+  if strict waiting ever leaves every device idle, the rest is scheduled without waiting);
+* ``headroom`` and ``alternate-headroom``: as ``default`` / ``alternate``, but a microbatch new to
+  a device may not take the memory an older one needs for its next forward there (with v >= 2 or
+  the V placement this keeps later-chunk forwards flowing instead of filling memory with new
+  microbatches).
+
+Ties go to the oldest microbatch. Cost: O(ops log ops) plus, under a finite limit, a scan of the
+device's in-flight microbatches per memory-increasing op.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from ..core.errors import NotApplicableError
+from ..core.instance import Instance, OpId
+from ..core.metrics import makespan, objective_value
+from ..core.problem import Problem
+from ..core.registry import SolveOptions, method
+from ..core.schedule import Order, Schedule
+from ..timing.finalize import finalize
+from ..timing.retime import compact
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A priority rule: rank of each kind (lower runs first); within a kind the oldest microbatch."""
+
+    rank: dict[str, int]
+    patient: bool = False
+    alternate: bool = False  # swap F and B ranks after each B or F, as in 1F1B's steady state
+    headroom: bool = False  # a microbatch new to a device must leave room for an older one's next F
+    follow: str | None = None  # "lean" or "wide": run a recipe's order, adapted to the limit
+
+
+POLICIES: dict[str, Policy] = {
+    "default": Policy({"B": 0, "F": 1, "W": 2}),
+    "eager-w": Policy({"B": 0, "W": 1, "F": 2}),
+    "patient": Policy({"B": 0, "F": 1, "W": 2}, patient=True),
+    "alternate": Policy({"B": 0, "F": 1, "W": 2}, alternate=True),
+    "headroom": Policy({"B": 0, "F": 1, "W": 2}, headroom=True),
+    "alternate-headroom": Policy({"B": 0, "F": 1, "W": 2}, alternate=True, headroom=True),
+    "follow-lean": Policy({}, follow="lean"),
+    "follow-wide": Policy({}, follow="wide"),
+}
+
+
+def reference_recipe(inst: Instance, family: str) -> str:
+    """The recipe a ``follow-*`` policy adapts: the leanest in memory, or one that holds more."""
+    if inst.placement == "v":
+        return "zb-v" if inst.split_backward and family == "lean" else "dualpipe-v"
+    if inst.stages_per_device > 1:
+        return "interleaved-1f1b"
+    if not inst.split_backward:
+        return "1f1b"
+    return "zb-h1" if family == "lean" else "zb-h2"
+
+
+def _reference_order(inst: Instance, recipe: str) -> Order:
+    from .classic.dualpipe_v import dualpipe_v_order
+    from .classic.interleaved import interleaved_order
+    from .classic.one_f_one_b import one_f_one_b_order
+    from .classic.zb_h import zb_h1_order, zb_h2_order
+    from .classic.zb_v import zb_v_order
+
+    build = {"zb-v": zb_v_order, "dualpipe-v": dualpipe_v_order, "interleaved-1f1b": interleaved_order,
+             "1f1b": one_f_one_b_order, "zb-h1": zb_h1_order, "zb-h2": zb_h2_order}
+    return build[recipe](inst)
+
+
+class _Memory:
+    """Per-device banker's bookkeeping for a finite ``memory.limit`` (see the module docstring)."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.limit = inst.limit
+        self.live = [0.0] * inst.devices
+        self.positive = [
+            sum(max(0.0, inst.delta[k][s]) for k in inst.kinds for s in stages) for stages in inst.stages_of_device
+        ]
+        self.per_mb_ops = [len(stages) * len(inst.kinds) for stages in inst.stages_of_device]
+        self.inflight: list[list[int]] = [[] for _ in range(inst.devices)]
+        self.held: list[dict[int, float]] = [{} for _ in range(inst.devices)]
+        self.need: list[dict[int, float]] = [{} for _ in range(inst.devices)]
+        self.left: list[dict[int, int]] = [{} for _ in range(inst.devices)]
+        self.held_above_zero = [0.0] * inst.devices  # sum of max(0, held): bounds every banker's term
+        for d, (need, cap) in enumerate(zip(self.positive, self.limit, strict=True)):
+            if need > cap * (1 + 1e-9) + 1e-12:
+                raise NotApplicableError(
+                    f"one microbatch alone needs {need:g} activation memory on device {d} (the sum of the "
+                    f"positive memory deltas of its stages there), above memory.limit {cap:g}: greedy cannot "
+                    "guarantee progress; raise the limit or try cpsat"
+                )
+
+    def admit(self, j: int) -> None:
+        for d in range(len(self.live)):
+            self.inflight[d].append(j)
+            self.held[d][j] = 0.0
+            self.need[d][j] = self.positive[d]
+            self.left[d][j] = self.per_mb_ops[d]
+
+    def allows(self, d: int, j: int, delta: float) -> bool:
+        if delta <= 0:
+            return True
+        cap = self.limit[d] * (1 + 1e-9) + 1e-12
+        if self.live[d] + delta > cap:
+            return False
+        if self.held_above_zero[d] + self.positive[d] + delta <= cap:
+            return True  # every term held_k(u >= t) + need_k(t) is at most this
+        held, need, live = self.held[d], self.need[d], self.live[d]
+        older = 0.0  # held by in-flight microbatches older than t
+        for t in self.inflight[d]:
+            if t >= j:
+                break
+            if live - older + need[t] + delta > cap:
+                return False
+            older += held[t]
+        return True
+
+    def leaves_headroom(self, d: int, j: int, delta: float) -> bool:
+        """Whether ``j``'s first op on ``d`` leaves room for the largest pending need of an older
+        microbatch there (with v >= 2, the next chunk's forward of a microbatch already under way)."""
+        if j in self.held[d] and (self.held[d][j] != 0.0 or self.need[d][j] != self.positive[d]):
+            return True  # not new to this device
+        room = 0.0
+        for t in self.inflight[d]:
+            if t >= j:
+                break
+            room = max(room, self.need[d][t])
+        return self.live[d] + delta + room <= self.limit[d] * (1 + 1e-9) + 1e-12
+
+    def apply(self, d: int, j: int, delta: float) -> None:
+        self.live[d] += delta
+        before = self.held[d][j]
+        self.held[d][j] = before + delta
+        self.held_above_zero[d] += max(0.0, before + delta) - max(0.0, before)
+        if delta > 0:
+            self.need[d][j] -= delta
+        self.left[d][j] -= 1
+        if self.left[d][j] == 0:
+            self.inflight[d].remove(j)
+            del self.held[d][j], self.need[d][j], self.left[d][j]
+
+
+def greedy_order(inst: Instance, *, policy: str = "default") -> Order:
+    """A per-device op order built by list scheduling under ``policy`` (see :data:`POLICIES`).
+
+    Respects ``memory.limit`` for any placement; raises :class:`NotApplicableError` when a
+    single microbatch cannot fit on some device.
+    """
+    return greedy_schedule(inst, policy=policy)[0]
+
+
+def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, dict[OpId, float]]:
+    """:func:`greedy_order` and the start times it ran with (exactly what :func:`simulate` gives)."""
+    try:
+        rule = POLICIES[policy]
+    except KeyError:
+        raise NotApplicableError(f"unknown greedy policy {policy!r}; choose one of: {', '.join(POLICIES)}") from None
+    S, m, p = inst.num_stages, inst.microbatches, inst.devices
+    split = inst.split_backward
+    dev = inst.device_of_stage
+    dur = inst.duration
+    delta = inst.delta
+    link_next = [inst.link(s, s + 1) if s < S - 1 else 0.0 for s in range(S)]
+    capped = any(math.isfinite(x) for x in inst.limit)
+    mem = _Memory(inst) if capped else None
+
+    if rule.follow:
+        reference = _reference_order(inst, reference_recipe(inst, rule.follow))
+        position = {op: k for ops in reference for k, op in enumerate(ops)}
+        done_at = [[False] * len(ops) for ops in reference]
+        next_at = [0] * p  # first position of each device's reference order not yet run
+        lanes: tuple[str, ...] = ("*",)
+    else:
+        lanes = tuple(sorted(inst.kinds, key=lambda k: rule.rank[k]))
+    relaxed = False  # set once strict following has left every device waiting
+
+    def key(kind: str, s: int, i: int) -> tuple:
+        if rule.follow:
+            return (position[OpId(kind, s, i)],)  # type: ignore[arg-type]
+        return (rule.rank[kind], i, -s if kind == "F" else s)
+
+    def lane(op: OpId) -> str:
+        return "*" if rule.follow else op.kind
+
+    pending: list[list[tuple]] = [[] for _ in range(p)]  # (ready time, key, op) not yet arrived
+    avail: list[dict[str, list[tuple]]] = [{k: [] for k in lanes} for _ in range(p)]  # (key, ready, op)
+    last = ["B"] * p  # last F or B each device ran (for ``alternate``)
+    free = [0.0] * p
+    order: Order = [[] for _ in range(p)]
+    start: dict[OpId, float] = {}
+    wake: list[tuple[float, int]] = []  # (decision time, device)
+    planned = [math.inf] * p  # decision time currently queued for each device
+    admitted = 0
+
+    def release(op: OpId, t: float) -> None:
+        d = dev[op.stage]
+        heapq.heappush(pending[d], (t, key(*op), op))
+        when = max(free[d], t)
+        if when < planned[d]:
+            planned[d] = when
+            heapq.heappush(wake, (when, d))
+
+    def pick(d: int) -> tuple | None:
+        """Best arrived op of device ``d`` that memory allows, by the policy's ranking."""
+        heaps = avail[d]
+        if rule.alternate:
+            kinds = ("F", "B", "W") if last[d] == "B" else ("B", "F", "W")
+        else:
+            kinds = lanes
+        for kind in kinds:
+            heap = heaps.get(kind)
+            if not heap:
+                continue
+            if rule.follow and not relaxed and heap[0][0][0] != next_at[d]:
+                return None  # the recipe's next op has not arrived: wait for it, as the recipe does
+            if mem is None:
+                return heapq.heappop(heap)
+            skipped = []
+            found = None
+            while heap:
+                item = heapq.heappop(heap)
+                op = item[2]
+                change = delta[op.kind][op.stage]
+                if change <= 0 or (
+                    mem.allows(d, op.microbatch, change)
+                    and (not rule.headroom or mem.leaves_headroom(d, op.microbatch, change))
+                ):
+                    found = item
+                    break
+                skipped.append(item)
+            for item in skipped:
+                heapq.heappush(heap, item)
+            if found is not None:
+                return found
+        return None
+
+    release(OpId("F", 0, 0), 0.0)
+    done = 0
+    total = len(inst.kinds) * S * m
+    while True:
+        while wake:
+            t, d = heapq.heappop(wake)
+            if t != planned[d]:
+                continue  # stale entry
+            planned[d] = math.inf
+            queue = pending[d]
+            while queue and queue[0][0] <= t:
+                ready, k, op = heapq.heappop(queue)
+                heapq.heappush(avail[d][lane(op)], (k, ready, op))
+            chosen = pick(d)
+            if chosen is not None and rule.patient and queue:
+                k, _, op = chosen
+                arrival, k_next, _ = queue[0]
+                if k_next[0] < k[0] and arrival < t + dur[op.kind][op.stage]:
+                    heapq.heappush(avail[d][lane(op)], chosen)
+                    planned[d] = arrival
+                    heapq.heappush(wake, (arrival, d))
+                    continue
+            if chosen is None:
+                if queue:  # nothing runnable now: look again when the next op arrives
+                    planned[d] = queue[0][0]
+                    heapq.heappush(wake, (planned[d], d))
+                continue
+            _, ready, op = chosen
+            kind, s, i = op
+            t = max(free[d], ready)  # earliest time for this order (the device may have idled)
+            end = t + dur[kind][s]
+            free[d] = end
+            order[d].append(op)
+            start[op] = t
+            done += 1
+            if kind != "W":
+                last[d] = kind
+            if rule.follow:
+                flags = done_at[d]
+                flags[chosen[0][0]] = True
+                while next_at[d] < len(flags) and flags[next_at[d]]:
+                    next_at[d] += 1
+            if mem is not None:
+                if kind == "F" and s == 0:
+                    mem.admit(i)
+                mem.apply(d, i, delta[kind][s])
+            if kind == "F":
+                if s == 0 and admitted + 1 < m:
+                    admitted += 1
+                    release(OpId("F", 0, admitted), 0.0)
+                release(OpId("F", s + 1, i) if s < S - 1 else OpId("B", s, i), end + link_next[s])
+            elif kind == "B":
+                if s > 0:
+                    release(OpId("B", s - 1, i), end + link_next[s - 1])
+                if split:
+                    release(OpId("W", s, i), end)
+            has_ready = any(heaps for heaps in avail[d].values())
+            if has_ready or queue:
+                when = end if has_ready else max(end, queue[0][0])
+                if when < planned[d]:
+                    planned[d] = when
+                    heapq.heappush(wake, (when, d))
+        if done == total or relaxed or not rule.follow:
+            break
+        relaxed = True  # strict following stalled: finish without waiting for the recipe's order
+        for d in range(p):
+            ready_now = any(heap for heap in avail[d].values())
+            if ready_now or pending[d]:
+                planned[d] = free[d] if ready_now else max(free[d], pending[d][0][0])
+                heapq.heappush(wake, (planned[d], d))
+    if done != total:  # cannot happen when the banker's test holds; kept as a guard
+        raise NotApplicableError(f"greedy ({policy}) stalled after {done} of {total} ops under memory.limit")
+    return order, start
+
+
+def best_greedy_order(inst: Instance) -> tuple[str, Order]:
+    """The policy whose order scores best on the problem's objective (then makespan), and its order."""
+    name, order, _ = _best(inst)
+    return name, order
+
+
+def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
+    best: tuple[tuple[float, float], str, Order, dict[OpId, float]] | None = None
+    followed: set[str] = set()
+    for name, rule in POLICIES.items():
+        if rule.follow:  # two families may adapt the same recipe: run it once
+            recipe = reference_recipe(inst, rule.follow)
+            if recipe in followed:
+                continue
+            followed.add(recipe)
+        order, start = greedy_schedule(inst, policy=name)
+        if inst.objective == "stage_span":
+            start = compact(inst, order)
+        score = (objective_value(inst, start), makespan(inst, start))
+        if best is None or score < best[0]:
+            best = (score, name, order, start)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+@method(
+    "greedy",
+    "Greedy list scheduler: respects memory.limit without deadlock (banker's test); any placement, "
+    "split or fused; best of several priority rules.",
+)
+def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
+    inst = Instance.from_problem(problem)
+    _, _, start = _best(inst)
+    return finalize(problem, "greedy", start, inst=inst)

@@ -1,0 +1,168 @@
+"""Method ``auto``: the portfolio a user should call.
+
+1. fast heuristics: every classic recipe that applies and fits the memory limit, the greedy list
+   scheduler, the zero-bubble heuristic grid (:mod:`pipesched.solver.heuristics.zero_bubble`) and ``options.hint``;
+2. the best of them, re-timed optimally for its order (:func:`pipesched.solver.timing.retime.retime`), is the
+   incumbent; if it meets the analytic bound we are done;
+   then a local search lets Fs and Bs jump ahead of Ws that delay them (:mod:`pipesched.solver.heuristics.swap_past_w`);
+3. a share of the budget proves a stronger bound on single-device relaxations
+   (:mod:`pipesched.solver.exact.cpsat.relaxations`) when the gap is still open and the problem is not small;
+4. CP-SAT on the full model from the incumbent (:func:`pipesched.solver.exact.cpsat.run.solve_model`) with the rest, up to
+   ``FULL_MODEL_OPS`` ops (small problems without a memory cumulative: one sequential worker first,
+   ``SINGLE_MAX_S`` at most).
+Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
+time limits calibrated per kind of model, fixed seeds, fixed candidate order), so the same problem
+gives the same schedule unless the wall-clock net cut a step short (a machine much slower than the
+calibration; ``benchmarks/determinism.py`` measures it).
+
+Time limit: every optional phase is sized from the *nominal* budget ``options.time_limit_s`` (so
+the result does not depend on the clock) using measured per-op costs, and skipped when its
+estimated cost does not fit; the wall clock is only checked as a safety net on an overloaded
+machine. The first valid heuristic order is always kept, so a tiny limit still returns a schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from ..bounds.analytic import lower_bound as analytic_lower_bound
+from ..bounds.combinatorial import combinatorial_bound
+from ..bounds.feasibility import infeasibility_reason
+from ..budget import (
+    BOUND_SHARE,
+    BUILD_S_PER_OP,
+    CPSAT_OVERSHOOT_S,
+    DTIME_PER_SECOND,
+    FULL_MODEL_OPS,
+    GRID_SHARE,
+    HEURISTIC_SHARE,
+    POLISH_SHARE,
+    RECIPE_S_PER_OP,
+    RELAX_MIN_S,
+    RELAX_S_PER_OP,
+    SINGLE_MAX_S,
+    SMALL_OPS,
+    finish_margin,
+    retime_cost,
+)
+from ..core.errors import InvalidScheduleError, NotApplicableError
+from ..core.instance import Instance
+from ..core.problem import Problem
+from ..core.registry import SolveOptions, method, methods
+from ..core.schedule import Schedule
+from ..exact.cpsat.formulation import needs_memory_resource
+from ..exact.cpsat.relaxations import relaxation_bound
+from ..exact.cpsat.run import CpsatResult, finish, solve_model
+from ..exact.cpsat.scaling import Scaling
+from ..heuristics.swap_past_w import polished
+from ..heuristics.zero_bubble import zb_candidates
+from ..timing.finalize import no_schedule
+from ..timing.retime import Incumbent, retime
+from ..timing.simulate import DeadlockError
+
+#: Methods the portfolio never calls as heuristics (itself and the exact solvers).
+_EXACT = ("auto", "cpsat", "ilp")
+
+def _close(a: float, b: float) -> bool:
+    return a - b <= 1e-9 * max(1.0, abs(a))
+
+
+def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
+                         stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
+    """Every heuristic's order that respects the memory limit, in a fixed order: the zero-bubble grid
+    sized for ``GRID_SHARE`` of the nominal budget, then the recipes while their estimated cost fits
+    ``HEURISTIC_SHARE`` of it (skipped when the grid already meets ``bound``). ``stop`` is the wall
+    safety net: after it, nothing more is tried once something was found."""
+    out: list[tuple[str, Incumbent]] = []
+    for k, c in enumerate(zb_candidates(inst, GRID_SHARE * options.time_limit_s, deadline=stop)):
+        out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
+    if out and _close(min(c.objective for _, c in out), bound):
+        return out
+    recipe = RECIPE_S_PER_OP * inst.num_ops
+    spent = GRID_SHARE * options.time_limit_s
+    for m in sorted(methods(), key=lambda m: m.name):
+        if m.name in _EXACT or m.applies(problem):
+            continue
+        if out and (spent + recipe > HEURISTIC_SHARE * options.time_limit_s
+                    or time.perf_counter() + recipe > stop):
+            continue
+        spent += recipe
+        try:
+            sched = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
+        except (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError):
+            continue
+        if sched.ops:
+            out.append((m.name, Incumbent.of(inst, sched.order())))
+    if options.hint is not None and options.hint.ops:
+        with contextlib.suppress(DeadlockError, KeyError, ValueError):
+            out.append(("hint", Incumbent.of(inst, options.hint.order())))
+    return out
+
+
+def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: float = float("inf"),
+                   deadline: float = float("inf")) -> Incumbent:
+    """The best candidate after optimal re-timing of the few best orders (as many as the estimated
+    re-timing cost fits in the nominal ``seconds``; ``deadline`` is the wall safety net)."""
+    cands = sorted(cands, key=lambda nc: nc[1].objective)[:2]
+    cost = retime_cost(inst)
+    timed = []
+    for k, (_, inc) in enumerate(cands):
+        if (k + 1) * cost > seconds or time.perf_counter() + cost > deadline:
+            break
+        try:
+            timed.append(retime(inst, inc.order))
+        except DeadlockError:
+            timed.append(inc)
+    return min(timed + [c for _, c in cands], key=lambda c: c.objective)
+
+
+@method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "
+                "within --time-limit (recommended).")
+def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
+    t0 = time.perf_counter()
+    inst = Instance.from_problem(problem)
+    reason = infeasibility_reason(inst)
+    if reason:
+        return no_schedule(problem, "auto", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    limit = options.time_limit_s
+    deadline = t0 + limit - finish_margin(inst)
+    bound = combinatorial_bound(inst)
+    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * limit, bound=bound)
+    if not cands:
+        return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
+                           lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
+    inc = best_incumbent(inst, cands, seconds=0.2 * limit, deadline=deadline)
+    if not _close(inc.objective, bound):
+        inc = polished(inst, inc, POLISH_SHARE * limit, deadline)
+    res = CpsatResult(inc, _close(inc.objective, bound), bound)
+
+    def left() -> float:
+        return deadline - time.perf_counter()
+
+    nominal = limit * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
+    n_ops = inst.num_ops
+    rest = (1 - HEURISTIC_SHARE) * limit  # nominal seconds left for the bound and the search
+    small = n_ops <= SMALL_OPS  # the full model proves as much
+    relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
+    relaxed = (not res.proven_optimal and not small and max(relax, RELAX_MIN_S) <= BOUND_SHARE * rest
+               and left() > relax)
+    if relaxed:
+        share = left() * BOUND_SHARE - 2 * CPSAT_OVERSHOOT_S  # wall net, after the overshoot
+        bound = max(bound, relaxation_bound(inst, share, upper=inc.objective,
+                                            hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
+        res = CpsatResult(inc, _close(inc.objective, bound), bound)
+    planned = rest * (1 - BOUND_SHARE) if relaxed else rest  # nominal seconds for the searches below
+    search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
+    sequential = small and not needs_memory_resource(inst, Scaling.of(inst))
+    if not res.proven_optimal and sequential and search <= rest and left() > search:
+        single = min(rest, SINGLE_MAX_S)
+        planned -= single
+        res = solve_model(inst, inc, single, 1, known_bound=bound, deadline=deadline, nominal=single,
+                          dtime=DTIME_PER_SECOND * single)
+        inc, bound = res.incumbent, max(bound, res.bound or 0.0)
+    if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= planned and left() > search:
+        res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline, nominal=planned,
+                          dtime=nominal * (1 - BOUND_SHARE if relaxed else 1.0) * 0.8)
+        bound = max(bound, res.bound or 0.0)
+    return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)

@@ -1,0 +1,100 @@
+"""The validator every schedule passes before it leaves the library.
+
+It re-checks each rule of the problem from scratch (op set, durations, devices, dependencies
+with comm, no overlap, memory cap) plus the schedule's own reported figures, and reports every
+violation in words rather than stopping at the first.
+"""
+
+from __future__ import annotations
+
+from ..core.instance import Instance, OpId
+from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
+from ..core.schedule import Schedule
+
+#: Absolute slack (in the problem's time unit, scaled by the largest time) for float noise.
+RELATIVE_TOLERANCE = 1e-7
+
+
+def _close(a: float, b: float, scale: float) -> bool:
+    return abs(a - b) <= RELATIVE_TOLERANCE * max(1.0, scale)
+
+
+def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 50) -> list[str]:
+    """All violations of ``schedule`` against its problem (empty when valid)."""
+    inst = inst or Instance.from_problem(schedule.problem)
+    errors: list[str] = []
+    if schedule.status in ("infeasible", "timeout"):
+        if schedule.ops:
+            errors.append(f"a schedule with status {schedule.status!r} must carry no ops")
+        if not schedule.reason:
+            errors.append(f"a schedule with status {schedule.status!r} must give a reason")
+        return errors
+
+    scale = max((o.end for o in schedule.ops), default=1.0)
+    start: dict[OpId, float] = {}
+    for o in schedule.ops:
+        op = o.id
+        if op.kind not in inst.kinds:
+            errors.append(f"{op}: kind {op.kind} does not exist when split_backward is {inst.split_backward}")
+            continue
+        if not (0 <= op.stage < inst.num_stages and 0 <= op.microbatch < inst.microbatches):
+            errors.append(f"{op}: stage or microbatch out of range")
+            continue
+        if op in start:
+            errors.append(f"{op} is scheduled more than once")
+            continue
+        start[op] = o.start
+        if o.device != inst.device(op):
+            errors.append(f"{op} runs on device {o.device} but stage {op.stage} lives on device {inst.device(op)}")
+        if o.start < -RELATIVE_TOLERANCE * scale:
+            errors.append(f"{op} starts at {o.start:g}, before time 0")
+        if not _close(o.end - o.start, inst.cost(op), scale):
+            errors.append(f"{op} lasts {o.end - o.start:g} but costs {inst.cost(op):g}")
+    missing = [op for op in inst.ops() if op not in start]
+    if missing:
+        shown = ", ".join(str(op) for op in missing[:5])
+        errors.append(f"{len(missing)} ops are missing: {shown}{' ...' if len(missing) > 5 else ''}")
+        return errors[:limit]
+    if any(not 0 <= o.device < inst.devices for o in schedule.ops):
+        return errors[:limit]  # already reported; per-device checks need real devices
+
+    for op, t in start.items():
+        for pred, lag in inst.predecessors(op):
+            ready = start[pred] + inst.cost(pred) + lag
+            if t < ready - RELATIVE_TOLERANCE * max(1.0, scale):
+                errors.append(f"{op} starts at {t:g} but {pred} ends at {ready - lag:g} (+comm {lag:g})")
+
+    order = schedule.order()
+    for d, ops in enumerate(order):
+        for a, b in zip(ops, ops[1:], strict=False):
+            a_end = start[a] + inst.cost(a)
+            if start[b] < a_end - RELATIVE_TOLERANCE * max(1.0, scale):
+                errors.append(f"device {d}: {b} starts at {start[b]:g} while {a} runs until {a_end:g}")
+
+    peaks = peak_memory(inst, order)
+    for d, (peak, cap) in enumerate(zip(peaks, inst.limit, strict=True)):
+        if peak > cap + RELATIVE_TOLERANCE * max(1.0, abs(cap)):
+            errors.append(f"device {d}: activation memory peaks at {peak:g}, above its limit {cap:g}")
+
+    figures = {
+        "makespan": makespan(inst, start),
+        "objective_value": objective_value(inst, start),
+    }
+    for name, value in figures.items():
+        reported = getattr(schedule, name)
+        if reported is None or not _close(reported, value, scale):
+            errors.append(f"reported {name} {reported} but the ops give {value:g}")
+    if len(schedule.peak_memory) != inst.devices or not all(
+        _close(a, b, max(1.0, abs(b))) for a, b in zip(schedule.peak_memory, peaks, strict=False)
+    ):
+        errors.append(f"reported peak_memory {schedule.peak_memory} but the ops give {peaks}")
+    expected_bubble = bubble_ratio(inst, figures["objective_value"])
+    if schedule.bubble_ratio is None or abs(schedule.bubble_ratio - expected_bubble) > 1e-6:
+        errors.append(f"reported bubble_ratio {schedule.bubble_ratio} but the ops give {expected_bubble:.6g}")
+    if schedule.lower_bound is not None and schedule.lower_bound > figures["objective_value"] + RELATIVE_TOLERANCE * scale:
+        errors.append(f"lower_bound {schedule.lower_bound:g} is above the objective {figures['objective_value']:g}")
+    if schedule.status == "optimal" and schedule.lower_bound is not None and not _close(
+        schedule.lower_bound, figures["objective_value"], scale
+    ):
+        errors.append("status 'optimal' but lower_bound differs from the objective")
+    return errors[:limit]

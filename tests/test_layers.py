@@ -1,0 +1,189 @@
+"""The layout is a contract: layers import only downwards, nothing imports in a cycle, files stay short.
+
+The layers of ``solver/``, bottom to top (a module may import its own layer and any layer below):
+
+    core < budget < bounds < timing < heuristics < exact < portfolio < planning, costmodel, the
+    ``pipesched.solver`` facade < formats, cli
+
+``api/`` and ``runtime/`` sit on top of the solver and never import each other; the solver imports
+neither FastAPI nor torch. Imports are read with :mod:`ast`, lazy ones inside functions included
+(a lazy import upward is still an upward dependency). ``python -m pytest -q tests/test_layers.py``
+is the command that shows there is no import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Install name of each top-level folder (pyproject's package-dir).
+FOLDERS = {"solver": "pipesched.solver", "api": "pipesched.api", "runtime": "pipesched.runtime",
+           "pipesched": "pipesched"}
+#: Rank of each solver layer, by the first folder (or module) under ``solver/``; ``__init__`` is the facade.
+SOLVER_LAYERS: dict[str, int] = {
+    "core": 0, "budget": 1, "bounds": 2, "timing": 3, "heuristics": 4, "exact": 5, "portfolio": 6,
+    "planning": 7, "costmodel": 7, "__init__": 7, "formats": 8, "cli": 8,
+}
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every Python file of the installed namespace."""
+    out: dict[str, Path] = {}
+    for folder, name in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_package(module: str) -> bool:
+    return MODULES.get(module, Path()).name == "__init__.py"
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every module ``module`` imports (absolute names), wherever the import statement sits."""
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            for alias in node.names:  # ``from pkg import module`` imports the module
+                if f"{target}.{alias.name}" in MODULES:
+                    found.add(f"{target}.{alias.name}")
+    return found
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def solver_rank(module: str) -> int:
+    """The layer of a ``pipesched.solver`` module (KeyError names a module with no layer yet)."""
+    rest = module.removeprefix("pipesched.solver").lstrip(".").split(".")
+    return SOLVER_LAYERS[rest[0] or "__init__"]
+
+
+def test_every_solver_module_has_a_layer() -> None:
+    missing = sorted(m for m in MODULES if m.startswith("pipesched.solver") and
+                     (m.removeprefix("pipesched.solver").lstrip(".").split(".")[0] or "__init__") not in SOLVER_LAYERS)
+    assert not missing, f"add these to SOLVER_LAYERS in tests/test_layers.py: {missing}"
+
+
+def test_solver_layers_import_only_downwards() -> None:
+    upward = []
+    for module, targets in GRAPH.items():
+        if not module.startswith("pipesched.solver"):
+            continue
+        for target in targets:
+            if target.startswith("pipesched.solver") and solver_rank(target) > solver_rank(module):
+                upward.append(f"{module} (layer {solver_rank(module)}) imports {target} (layer {solver_rank(target)})")
+    assert not upward, "\n".join(sorted(upward))
+
+
+def _top(target: str) -> str:
+    return target.split(".")[0] if not target.startswith("pipesched.") else ".".join(target.split(".")[:2])
+
+
+@pytest.mark.parametrize(("importer", "forbidden"), [
+    ("pipesched.solver", ("fastapi", "starlette", "uvicorn", "torch", "pipesched.api", "pipesched.runtime")),
+    ("pipesched.api", ("torch", "pipesched.runtime")),
+    ("pipesched.runtime", ("fastapi", "starlette", "pipesched.api")),
+])
+def test_folders_do_not_import_their_neighbours(importer: str, forbidden: tuple[str, ...]) -> None:
+    bad = sorted(f"{m} imports {t}" for m, targets in GRAPH.items() if m == importer or m.startswith(importer + ".")
+                 for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden))
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), i.e. import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """Guard against a check that cannot fail."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """Guard against a check that cannot fail: a lazy import from core up to the portfolio is caught."""
+    path = tmp_path / "mod.py"
+    path.write_text("def f():\n    from ..portfolio.auto import solve_auto\n")
+    targets = _imports("pipesched.solver.core.mod", path)
+    assert "pipesched.solver.portfolio.auto" in targets
+    assert solver_rank("pipesched.solver.portfolio.auto") > solver_rank("pipesched.solver.core.mod")
+
+
+@pytest.mark.parametrize("folder", ["solver", "api", "runtime"])
+def test_files_stay_under_the_line_limit(folder: str) -> None:
+    long = sorted(f"{p.relative_to(ROOT)}: {n} lines" for p in (ROOT / folder).rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"split these (limit {MAX_LINES} lines):\n" + "\n".join(long)
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    """setuptools maps sub-packages only when listed; a missing one is silently left out of ``pip install .``."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    packages = {m for m in MODULES if _is_package(m)}
+    assert sorted(packages - listed) == []
+    assert all(config["package-dir"][name] == folder for folder, name in FOLDERS.items())
