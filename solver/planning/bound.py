@@ -10,10 +10,15 @@ makespan objective, the largest of:
 
 - **chain**: one microbatch goes forward through every layer and back, then W of stage 0:
   ``Σ_k (F_k + B_k) + W_0 + 2 · (crossings) · c``.
-- **stage window** (min over splits, by a min-max DP over ``b``): no op of stage ``s`` starts before
-  its first microbatch has crossed the layers before it, and its ``m`` microbatches all run on one
-  device: ``max_s (Σ_{k < b_s} F_k + x_s · c + m · work(b_s, b_{s+1}))``. For uniform layers with one
-  layer per stage this is the familiar ``(p − 1) F + m (F + B + W)``.
+- **stage windows** (min over splits, by a min-max DP over ``b``): the ops of stage ``s`` = layers
+  ``[i, j)`` all run on one device, so for any set of them the device is busy for their work between
+  the earliest any of them can start (head) and the least time the chain still needs after any of
+  them ends (tail) — Jackson's one-machine bound. With ``r = Σ_{k<i} F_k + x_s · c`` and ``F, B, W``
+  summed over ``[i, j)``:
+  all ops: ``r + m (F + B + W)`` (for uniform layers one per stage, the familiar ``(p − 1) F + m (F +
+  B + W)``); the Fs and Bs: ``r + m (F + B) + Σ_{k<i} B_k + W_0`` (after a B, the backward to layer 0
+  and its W); the Bs and Ws: ``Σ_k F_k + Σ_{k≥j} B_k + m (B + W)``; the Fs: ``r + m F + Σ_{k≥j} F_k +
+  Σ_k B_k + W_0``. With a fused backward, ``B`` stands for ``B + W`` and ``W = 0``.
 - **average**: device d's ops start after ``Σ_{k < b_d} F_k + x_d · c`` (its first stage is ``d`` under
   loop and V placement) and all devices share ``m · Σ work``:
   ``(m · Σ_k work_k + Σ_{d < p} (Σ_{k < d} F_k + x_d · c)) / p``.
@@ -24,6 +29,7 @@ stage_span objective (each device's window from its first op): ``m · max(min-ma
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .induce import stage_devices
@@ -46,9 +52,8 @@ def _crossings_before(cluster: Cluster) -> list[int]:
     return out
 
 
-def _stage_window(table: LayerTable, num_stages: int, release: list[float] | None, m: int) -> float:
-    """min over splits of ``max_s (release_s(b_s) + m · work(b_s, b_{s+1}))``, by DP over stage ends
-    (without ``release``: of ``m · work`` alone)."""
+def _stage_windows(table: LayerTable, num_stages: int, value: Callable[[int, int, int], float]) -> float:
+    """min over splits of ``max_s value(s, b_s, b_{s+1})``, by DP over stage ends (stages non-empty)."""
     n = table.n
     best = [math.inf] * (n + 1)
     best[0] = 0.0
@@ -57,11 +62,29 @@ def _stage_window(table: LayerTable, num_stages: int, release: list[float] | Non
         for j in range(s + 1, n - (num_stages - s - 1) + 1):
             for i in range(s, j):
                 if best[i] < math.inf:
-                    ready = 0.0 if release is None else table.forward_before(i) + release[s]
-                    value = max(best[i], ready + m * table.work(i, j))
-                    nxt[j] = min(nxt[j], value)
+                    nxt[j] = min(nxt[j], max(best[i], value(s, i, j)))
         best = nxt
     return best[n]
+
+
+def _makespan_window(table: LayerTable, release: list[float], m: int, fused: bool) -> Callable[[int, int, int], float]:
+    """The largest of the four one-machine bounds of the module docstring for stage ``s`` = ``[i, j)``."""
+    n, t = table.n, table
+    w0 = 0.0 if fused else t.backward_weight(0, 1)
+
+    def b(i: int, j: int) -> float:
+        return t.backward_input(i, j) + (t.backward_weight(i, j) if fused else 0.0)
+
+    def value(s: int, i: int, j: int) -> float:
+        r = t.forward(0, i) + release[s]
+        f, bb = t.forward(i, j), b(i, j)
+        w = 0.0 if fused else t.backward_weight(i, j)
+        return max(r + m * (f + bb + w),
+                   r + m * (f + bb) + b(0, i) + w0,
+                   t.forward(0, n) + b(j, n) + m * (bb + w),
+                   r + m * f + t.forward(j, n) + b(0, n) + w0)
+
+    return value
 
 
 def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> PlanBound:
@@ -72,8 +95,8 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     c = min(cluster.link.time(x.output) for x in layers[:-1]) if n > 1 else 0.0
     x = _crossings_before(cluster)
     release = [x[s] * c for s in range(S)]
-    stage = _stage_window(table, S, None if cluster.objective == "stage_span" else release, m)
     if cluster.objective == "stage_span":
+        stage = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))
         value = m * max(stage / m, total / p)
         return PlanBound(value, f"stage_span >= m x max(least heaviest stage work {stage / m:.6g}, "
                                 f"total work / p {total / p:.6g})")
@@ -82,8 +105,9 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     else:
         chain = total
     chain += 2 * x[-1] * c
+    stage = _stage_windows(table, S, _makespan_window(table, release, m, not cluster.split_backward))
     average = (m * total + math.fsum(table.forward_before(d) + x[d] * c for d in range(p))) / p
-    terms = {"chain of one microbatch": chain, "stage window (DP over splits)": stage,
+    terms = {"chain of one microbatch": chain, "stage windows (DP over splits)": stage,
              "average device": average}
     name = max(terms, key=lambda k: terms[k])
     detail = ", ".join(f"{k} {v:.6g}" for k, v in terms.items())

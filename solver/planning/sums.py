@@ -96,6 +96,15 @@ class LayerTable:
         """Forward time of every layer before ``i``: the earliest any op of a stage starting at ``i`` can run."""
         return self._f[i]
 
+    def forward(self, i: int, j: int) -> float:
+        return self._f[j] - self._f[i]
+
+    def backward_input(self, i: int, j: int) -> float:
+        return self._b[j] - self._b[i]
+
+    def backward_weight(self, i: int, j: int) -> float:
+        return self._w[j] - self._w[i]
+
     def work(self, i: int, j: int, recompute: bool = False) -> float:
         base = self._f[j] - self._f[i] + self._b[j] - self._b[i] + self._w[j] - self._w[i]
         return base + (self._rc_extra[j] - self._rc_extra[i] if recompute else 0.0)
