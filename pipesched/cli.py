@@ -1,8 +1,9 @@
 """The ``pipesched`` command: each area contributes its sub-commands through ``register``.
 
-``pipesched.solver.cli`` adds solve, validate, render and methods; ``pipesched.api.cli`` adds
-serve and batch; ``pipesched.runtime.cli`` adds export (torch-free at import). Any expected
-error becomes one readable line on stderr and a non-zero exit, never a traceback.
+``pipesched.solver.cli`` adds solve, validate, render and methods; ``pipesched.solver.costmodel.cli``
+adds model; ``pipesched.api.cli`` adds serve and batch; ``pipesched.runtime.cli`` adds export
+(torch-free at import). Any expected error becomes one readable line on stderr and a non-zero
+exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pipesched import __version__
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.io import InputError, describe_validation_error
 
-_COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.api.cli", "pipesched.runtime.cli")
+_COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.solver.costmodel.cli", "pipesched.api.cli",
+                    "pipesched.runtime.cli")
 
 #: Exit code for bad input (file, JSON, field) or a method that does not apply.
 EXIT_USAGE = 2

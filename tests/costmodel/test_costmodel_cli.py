@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,15 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys:
     err = capsys.readouterr().err.strip()
     assert err.startswith("pipesched: error: ") and message in err and "\n" not in err
     assert out.read_text() == "kept"
+
+
+def test_the_pipesched_command_runs_it(tmp_path: Path) -> None:
+    out = tmp_path / "model.json"
+    done = subprocess.run(["pipesched", "model", "transformer", *LLAMA8B, "--device", "h200", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert Model.model_validate_json(out.read_text()).layers[1].repeat == 32
+    bad = subprocess.run(["pipesched", "model", "transformer", *LLAMA8B, "--device", "custom", "-o", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "pipesched: error: --device custom needs --peak-tflops, --memory-gib, --mfu"
