@@ -32,6 +32,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipesched.solver import Instance, Problem
+
 from .induce import stage_devices
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
@@ -52,19 +54,26 @@ def _crossings_before(cluster: Cluster) -> list[int]:
     return out
 
 
-def _stage_windows(table: LayerTable, num_stages: int, value: Callable[[int, int, int], float]) -> float:
-    """min over splits of ``max_s value(s, b_s, b_{s+1})``, by DP over stage ends (stages non-empty)."""
+def _stage_windows(table: LayerTable, num_stages: int,
+                   value: Callable[[int, int, int], float]) -> tuple[float, list[int]]:
+    """min over splits of ``max_s value(s, b_s, b_{s+1})``, by DP over stage ends (stages non-empty),
+    with the bounds of a split that attains it."""
     n = table.n
     best = [math.inf] * (n + 1)
     best[0] = 0.0
+    back: list[list[int]] = []
     for s in range(num_stages):
-        nxt = [math.inf] * (n + 1)
+        nxt, arg = [math.inf] * (n + 1), [0] * (n + 1)
         for j in range(s + 1, n - (num_stages - s - 1) + 1):
             for i in range(s, j):
-                if best[i] < math.inf:
-                    nxt[j] = min(nxt[j], max(best[i], value(s, i, j)))
+                if best[i] < math.inf and (v := max(best[i], value(s, i, j))) < nxt[j]:
+                    nxt[j], arg[j] = v, i
         best = nxt
-    return best[n]
+        back.append(arg)
+    bounds = [n]
+    for s in range(num_stages - 1, -1, -1):
+        bounds.append(back[s][bounds[-1]])
+    return best[n], bounds[::-1]
 
 
 def _makespan_window(table: LayerTable, release: list[float], m: int, fused: bool) -> Callable[[int, int, int], float]:
@@ -87,6 +96,18 @@ def _makespan_window(table: LayerTable, release: list[float], m: int, fused: boo
     return value
 
 
+def window_split(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> list[int]:
+    """The bounds of a split whose stage windows are least (memory aside): balanced with the ramp in
+    view, earlier stages taking more work than later ones, which start later."""
+    table = LayerTable(layers)
+    if cluster.objective == "stage_span":
+        return _stage_windows(table, cluster.num_stages, lambda s, i, j: m * table.work(i, j))[1]
+    c = min(cluster.link.time(x.output) for x in layers[:-1]) if len(layers) > 1 else 0.0
+    release = [x * c for x in _crossings_before(cluster)]
+    return _stage_windows(table, cluster.num_stages,
+                          _makespan_window(table, release, m, not cluster.split_backward))[1]
+
+
 def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> PlanBound:
     """The bound of the module docstring for ``m`` microbatches."""
     table = LayerTable(layers)
@@ -96,7 +117,7 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     x = _crossings_before(cluster)
     release = [x[s] * c for s in range(S)]
     if cluster.objective == "stage_span":
-        stage = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))
+        stage, _ = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))
         value = m * max(stage / m, total / p)
         return PlanBound(value, f"stage_span >= m x max(least heaviest stage work {stage / m:.6g}, "
                                 f"total work / p {total / p:.6g})")
@@ -105,10 +126,39 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     else:
         chain = total
     chain += 2 * x[-1] * c
-    stage = _stage_windows(table, S, _makespan_window(table, release, m, not cluster.split_backward))
+    stage, _ = _stage_windows(table, S, _makespan_window(table, release, m, not cluster.split_backward))
     average = (m * total + math.fsum(table.forward_before(d) + x[d] * c for d in range(p))) / p
     terms = {"chain of one microbatch": chain, "stage windows (DP over splits)": stage,
              "average device": average}
     name = max(terms, key=lambda k: terms[k])
     detail = ", ".join(f"{k} {v:.6g}" for k, v in terms.items())
     return PlanBound(terms[name], f"max over splits-independent terms: {detail}; the largest is the {name}")
+
+
+def split_bound(problem: Problem) -> float:
+    """A lower bound on one induced problem's optimum, cheap enough to rank and prune candidate splits:
+    the four stage windows of the module docstring with the problem's own stage costs and comm (every
+    lag between devices is exactly ``comm`` there), or for ``stage_span`` the busiest device's work."""
+    inst = Instance.from_problem(problem)
+    S, m, c = inst.num_stages, inst.microbatches, inst.comm
+    if problem.objective == "stage_span":
+        return max(inst.device_work())
+    f, b = inst.duration["F"], inst.duration["B"]
+    w = inst.duration.get("W", (0.0,) * S)
+    x = [0]
+    for s in range(1, S):
+        x.append(x[-1] + (inst.device_of_stage[s - 1] != inst.device_of_stage[s]))
+    total_x, f_all, b_all = x[-1], math.fsum(f), math.fsum(b)
+    best = f_all + b_all + w[0] + 2 * total_x * c
+    f_before = b_before = 0.0
+    for s in range(S):
+        r = f_before + x[s] * c
+        f_after, b_after = f_all - f_before - f[s], b_all - b_before - b[s]
+        best = max(best,
+                   r + m * (f[s] + b[s] + w[s]),
+                   r + m * (f[s] + b[s]) + b_before + x[s] * c + w[0],
+                   f_all + total_x * c + b_after + (total_x - x[s]) * c + m * (b[s] + w[s]),
+                   r + m * f[s] + f_after + (total_x - x[s]) * c + b_all + total_x * c + w[0])
+        f_before += f[s]
+        b_before += b[s]
+    return best

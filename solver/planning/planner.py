@@ -2,15 +2,19 @@
 
 A decomposition: candidate splits are scheduled by an ordinary method, the best kept.
 
-1. **Rules** (:mod:`.split`): the balanced DP, the AdaPipe-style DP and the uniform, torchtitan and
+1. **Rules** (:mod:`.split`): the balanced DP, the split the lower bound's stage windows favour
+   (:func:`.bound.window_split`: the ramp in view), the AdaPipe-style DP and the uniform, torchtitan and
    Megatron rules; each distinct split is induced (:mod:`.induce`) and solved with the same method and
    the same time share, so the baselines are measured exactly like the plan.
+   Splits are solved in order of :func:`.bound.split_bound` (a lower bound per split).
 2. **Local moves** from the best schedule: on the two busiest devices (sum of their ops' durations: the
    device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
    layer of each of their stages to the neighbouring stage, and turn off the recompute of any stage
-   (the rules size memory by an estimate; the exact limit may allow it). Improving moves are kept
-   until none improves or the time runs out.
-3. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
+   (the rules size memory by an estimate; the exact limit may allow it). Moves whose split bound is not
+   below the best step are pruned (they cannot win); the rest are solved least bound first, and the
+   best move is kept while it improves.
+3. **Polish**: the best split again with all the time left, its schedule as the hint (unless proven).
+4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
 
 ``lower_bound`` (:mod:`.bound`) holds for every split, so ``status`` is ``optimal`` only when the plan
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 
 from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, solve
 
-from .bound import plan_lower_bound
+from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
 from .induce import InfeasibleSplit, Split, induce, model_infeasibility, stage_devices
 from .model import Cluster, ExpandedLayer, Model
@@ -46,6 +50,11 @@ from .sums import stage_sums
 SAFETY = 0.85
 #: Shortest time a candidate is solved with; below it the search stops.
 MIN_SHARE_S = 0.2
+#: Least nominal limit per solve: a portfolio sizes its phases by it (``auto`` skips its exact phases
+#: below about 1 s) and returns as soon as it proves optimality, so more nominal time is cheap.
+NOMINAL_S = 1.0
+#: Local moves solved per round, least split bound first.
+MAX_MOVES = 4
 BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
 
 
@@ -53,6 +62,7 @@ BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
 class Candidate:
     split: Split
     problem: Problem | None = None
+    bound: float = math.inf  # split_bound of its problem: no schedule of this split is faster
     schedule: Schedule | None = None
     reason: str | None = None
     not_applicable: bool = False
@@ -64,32 +74,51 @@ class Candidate:
 
 
 class _Search:
-    """Candidates of one microbatch count, each split solved once."""
+    """Candidates of one microbatch count, each split induced once and solved at most twice (once, and
+    the best again with the time left and its schedule as the hint)."""
 
-    def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str) -> None:
+    def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str, budget: float) -> None:
         self.layers, self.cluster, self.m, self.method = layers, cluster, m, method
         self.ctx = SplitContext.of(layers, cluster, m)
         self.seen: dict[Split, Candidate] = {}
+        self.deadline = time.perf_counter() + budget
+        self.budget = budget
 
-    def evaluate(self, split: Split, limit: float) -> Candidate:
-        if split in self.seen:
-            return self.seen[split]
-        c = Candidate(split)
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def prepare(self, split: Split) -> Candidate:
+        if split not in self.seen:
+            c = self.seen[split] = Candidate(split)
+            try:
+                c.problem = induce(self.layers, self.cluster, split, self.m)
+                c.bound = split_bound(c.problem)
+            except InfeasibleSplit as e:
+                c.reason = str(e)
+        return self.seen[split]
+
+    def solve(self, c: Candidate, limit: float, hint: Schedule | None = None) -> Candidate:
+        if c.problem is None or (c.schedule is not None and hint is None):
+            return c
         try:
-            c.problem = induce(self.layers, self.cluster, split, self.m)
-            c.schedule = solve(c.problem, self.method, SolveOptions(time_limit_s=max(limit, MIN_SHARE_S)))
-            c.reason = c.schedule.reason
-        except InfeasibleSplit as e:
-            c.reason = str(e)
+            found = solve(c.problem, self.method, SolveOptions(time_limit_s=max(limit, MIN_SHARE_S), hint=hint))
         except NotApplicableError as e:
             c.reason, c.not_applicable = str(e), True
-        self.seen[split] = c
+            return c
+        if c.schedule is None or (found.ops and found.objective_value < c.step):
+            c.schedule, c.reason = found, found.reason
         return c
+
+    def share(self, count: int) -> float:
+        """Time for each of ``count`` solves: an equal part of what is left, at least NOMINAL_S (a
+        portfolio sizes its phases by its nominal limit and returns early once it proves optimality)."""
+        return min(self.left(), max(NOMINAL_S, self.left() / max(count, 1)))
 
     def rules(self) -> dict[str, Split | None]:
         ctx, layers = self.ctx, self.layers
-        out = {"balanced": balanced(ctx), "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers),
-               "torchtitan": torchtitan(ctx, layers), "megatron": megatron(ctx, layers)}
+        out = {"balanced": balanced(ctx), "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
+               "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers), "torchtitan": torchtitan(ctx, layers),
+               "megatron": megatron(ctx, layers)}
         if all(s is None for s in out.values()):  # the estimate fits nothing: let the exact limit decide
             free = SplitContext.of(layers, self.cluster.model_copy(update={"memory_per_device": None}), self.m)
             found = least_recompute(free, min_max_cap(free))
@@ -119,28 +148,28 @@ class _Search:
         out += [Split.of(b, [f and t != s for t, f in enumerate(rc)]) for s in range(S) if rc[s]]
         return [x for x in dict.fromkeys(out) if x not in self.seen]
 
-    def run(self, budget: float) -> tuple[Candidate | None, dict[str, Candidate | None]]:
-        start = time.perf_counter()
+    def run(self) -> tuple[Candidate | None, dict[str, Candidate | None]]:
+        """Rules first (all solved: they are the baselines), least split bound first; then local moves
+        whose bound beats the best step, least bound first; then the best again with the time left."""
         rules = self.rules()
-        distinct = list(dict.fromkeys(s for s in rules.values() if s is not None))
-        share = budget / 2 / max(len(distinct), 1)
-        for split in distinct:
-            self.evaluate(split, share)
+        todo = sorted((self.prepare(s) for s in dict.fromkeys(x for x in rules.values() if x is not None)),
+                      key=lambda c: c.bound)
+        for k, c in enumerate(todo):
+            self.solve(c, self.share(len(todo) - k) if self.left() > MIN_SHARE_S else MIN_SHARE_S)
         named = {name: (self.seen[s] if s is not None else None) for name, s in rules.items()}
         best = min(self.seen.values(), key=lambda c: c.step, default=None)
-        while best is not None and best.step < math.inf:
-            left = budget - (time.perf_counter() - start)
-            moves = self.neighbours(best)
-            if not moves or left < MIN_SHARE_S:
+        while best is not None and best.step < math.inf and self.left() > MIN_SHARE_S:
+            moves = sorted((c for c in map(self.prepare, self.neighbours(best)) if c.bound < best.step * (1 - 1e-9)),
+                           key=lambda c: c.bound)[:MAX_MOVES]
+            if not moves:
                 break
-            share_now = min(share, left / len(moves))
-            if share_now < MIN_SHARE_S:
-                moves, share_now = moves[: max(1, int(left / MIN_SHARE_S))], MIN_SHARE_S
-            tried = [self.evaluate(s, share_now) for s in moves]
-            better = min(tried, key=lambda c: c.step)
+            tried = [self.solve(c, self.share(len(moves) - k)) for k, c in enumerate(moves) if self.left() > MIN_SHARE_S]
+            better = min(tried, key=lambda c: c.step, default=best)
             if better.step >= best.step * (1 - 1e-9):
                 break
             best = better
+        if best is not None and best.step > best.bound * (1 + 1e-9) and self.left() > MIN_SHARE_S:
+            self.solve(best, self.left(), hint=best.schedule)
         return best, named
 
 
@@ -178,8 +207,8 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     choices = cluster.microbatch_choices()
     results = []
     for m in choices:
-        search = _Search(layers, cluster, m, method)
-        best, named = search.run(SAFETY * time_limit_s / len(choices))
+        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices))
+        best, named = search.run()
         results.append((m, search, best, named))
     found = [r for r in results if r[2] is not None and r[2].step < math.inf]
     if not found:

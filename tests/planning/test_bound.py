@@ -9,7 +9,7 @@ import pytest
 
 from pipesched.solver import SolveOptions, solve
 from pipesched.solver.planning import Cluster, Model
-from pipesched.solver.planning.bound import plan_lower_bound
+from pipesched.solver.planning.bound import plan_lower_bound, split_bound
 from pipesched.solver.planning.induce import Split, induce
 
 
@@ -23,12 +23,14 @@ def tiny_model(rng: random.Random, n: int) -> Model:
 
 
 def best_over_all_splits(model: Model, cluster: Cluster, m: int) -> float:
-    """min over every split of the proven-optimal objective of its induced problem."""
+    """min over every split of the proven-optimal objective of its induced problem (and each split's
+    own bound, which ranks candidates in the planner, never above its optimum)."""
     layers, best = model.expanded(), float("inf")
     for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
         problem = induce(layers, cluster, Split.of([0, *cuts, len(layers)]), m)
         schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=20))
         assert schedule.status == "optimal", (cuts, schedule.status)
+        assert split_bound(problem) <= schedule.objective_value + 1e-9, cuts
         best = min(best, schedule.objective_value)
     return best
 
