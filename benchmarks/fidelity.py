@@ -50,7 +50,7 @@ from pipesched.runtime.transformer import (
     transformer_layers,
 )
 from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
-from pipesched.solver.planning import Model
+from pipesched.solver.planning import Cluster, Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import command_line, publish  # noqa: E402
@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     orders: list[str] = []
+    plans: list[str] = []
     for p in args.worlds:
         rows = []
         jobs = []
@@ -133,6 +134,11 @@ def run(args: argparse.Namespace) -> str:
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
             rows.append((method, v, schedule))
             jobs.append((schedule.model_dump_json(), split))
+        planned = _planned_split(model, p, args.microbatches, link, args.time_limit)
+        if planned is not None:  # the same method on the split planning chose
+            problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
+            rows.append(("auto, planned split", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit))))
+            jobs.append((rows[-1][2].model_dump_json(), planned))
         load = os.getloadavg()[0]  # other work on the machine competes with the ranks for cores
         results = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg),
                                               args.microbatches * args.microbatch_size, args.steps,
@@ -154,9 +160,36 @@ def run(args: argparse.Namespace) -> str:
                          f"{schedule.bubble_ratio:.3f} | {bubble:.3f} | {pred_busy:.2f} / {meas_busy:.2f} | "
                          f"{'yes' if ok else 'no'} | {off} |")
         orders.append(_order_check(p, measured))
+        if planned is not None:
+            plans.append(_plan_check(p, planned, measured))
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
+    lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain):", ""]
+    lines += [f"- {x}" for x in plans] or ["- planning (pipesched.solver.planning.planner.plan) is not available"]
     return "\n".join(lines) + "\n"
+
+
+def _planned_split(model: Model, p: int, microbatches: int, link: LinkProfile,
+                   time_limit: float) -> list[tuple[int, int]] | None:
+    """The split ``plan`` chooses for this model on ``p`` devices (no memory cap, so no recompute)."""
+    try:
+        from pipesched.solver.planning.planner import plan
+    except ImportError:
+        return None
+    result = plan(model, Cluster(devices=p, microbatches=microbatches, link=link.link()), "auto", time_limit)
+    if not result.stages or any(st.recompute for st in result.stages):
+        return None  # the runtime transformer replays without activation checkpointing
+    return [tuple(st.layers) for st in sorted(result.stages, key=lambda st: st.stage)]
+
+
+def _plan_check(p: int, split: list[tuple[int, int]], rows: list[tuple[str, float, float]]) -> str:
+    by = {name: (pred, meas) for name, pred, meas in rows}
+    (pu, mu), (pp, mp) = by["auto"], by["auto, planned split"]
+    gain_p, gain_m = pu - pp, mu - mp
+    met = gain_m >= gain_p / 2 if gain_p > 0 else None
+    return (f"p = {p}: split {split}; predicted gain {gain_p:.2f} ms ({100 * gain_p / pu:+.1f}%), measured "
+            f"{gain_m:.2f} ms ({100 * gain_m / mu:+.1f}%): "
+            + ("no predicted gain" if met is None else "met" if met else "missed"))
 
 
 def _order_check(p: int, rows: list[tuple[str, float, float]]) -> str:
@@ -174,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--vocab", type=int, default=8192, help="a large vocabulary makes the head heavy")
     ap.add_argument("--microbatch-size", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6)
@@ -185,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.command = command_line("fidelity.py", argv)
     if args.quick:
-        args.hidden, args.seq, args.vocab, args.steps, args.repeats, args.time_limit = 64, 32, 256, 3, 3, 3.0
+        args.hidden, args.seq, args.vocab, args.steps, args.repeats, args.time_limit = 64, 32, 2048, 3, 3, 3.0
     publish(run(args), args.output)
     return 0
 
