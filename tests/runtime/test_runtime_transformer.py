@@ -78,3 +78,16 @@ def test_even_split_and_bad_splits() -> None:
         stage_modules(layers, [(0, 5)])
     with pytest.raises(ValueError, match="cannot split 3 layers into 4"):
         even_split(3, 4)
+
+
+def test_four_ranks_with_a_v_placement_give_the_full_batch_gradients() -> None:
+    config = TinyTransformer(vocab=48, hidden=16, heads=2, ffn=32, layers=6, seq=6)  # 8 layers, one per stage
+    schedule = solve(Problem(devices=4, microbatches=4, stages_per_device=2, placement="v"), "zb-v")
+    split = even_split(8, 8)
+    results = run_ranks(replay_rank, 4, [(schedule.model_dump_json(), split)], config_dict(config), BATCH, 1,
+                        timeout_s=GROUP_TIMEOUT_S)
+    tokens, targets = sample_tokens(BATCH, config)
+    ref = reference_grads(config, tokens, targets)
+    got = {k: g for r in results for k, g in r.value[0]["grads"].items()}
+    assert set(got) == set(ref)
+    assert max(float((got[k] - ref[k]).abs().max()) for k in ref) <= TOLERANCE
