@@ -16,6 +16,8 @@ from .core.problem import Problem
 from .core.registry import SolveOptions, methods, solve
 from .core.schedule import Schedule
 from .formats.render import render_svg
+from .formats.torch_csv import to_torch_csv
+from .planning.cli import add_plan_parser
 from .timing.validate import validate
 
 EXIT_OK = 0
@@ -125,7 +127,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add solve, methods, validate and render to the ``pipesched`` command."""
+    """Add solve, plan, methods, validate and render to the ``pipesched`` command."""
     p = subparsers.add_parser("solve", help="schedule a problem and print the schedule JSON")
     p.add_argument("problem", help="problem JSON file (a schedule file works too: its problem is used)")
     p.add_argument("--method", "-m", default=None, help="method name (see `pipesched methods`); default auto")
@@ -133,6 +135,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default=None, metavar="OUT.json", help="write the schedule here, not stdout")
     p.add_argument("--svg", default=None, metavar="GANTT.svg", help="also write a Gantt chart")
     p.set_defaults(handler=cmd_solve)
+
+    add_plan_parser(subparsers, torch_csv=to_torch_csv)
 
     p = subparsers.add_parser("methods", help="list the scheduling methods and when each applies")
     p.set_defaults(handler=cmd_methods)

@@ -27,7 +27,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, solve
+from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, get_method, solve
 
 from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
@@ -197,6 +197,7 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
          names: ModuleNames | None = None) -> Plan:
     """The best split, recompute flags and schedule found within about ``time_limit_s`` seconds."""
     t0 = time.perf_counter()
+    get_method(method)  # an unknown name is an input error before any work
     layers = model.expanded()
     if len(layers) < cluster.num_stages:
         return _infeasible(model, cluster, method, f"the model has {len(layers)} layers, fewer than the "

@@ -1,0 +1,130 @@
+"""``pipesched plan MODEL.json --cluster CLUSTER.json [--method auto] [--time-limit S] [-o PLAN.json]``.
+
+Model and cluster may also come in one file ``{"model": ..., "cluster": ...}``. Exit codes as
+``solve``: 0 a plan with a schedule, 1 none (infeasible, the reason printed), 2 bad input (one line
+``pipesched: error: ...`` naming the file and field, raised as :class:`InputError`). The command is
+registered by :mod:`pipesched.solver.cli`, which hands in the torch CSV writer from the formats layer
+(planning sits below it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipesched.solver import Schedule
+from pipesched.solver.core.io import InputError, describe_validation_error
+
+from .exports import ModuleNames
+from .model import Cluster, Model
+from .plan import Plan
+from .planner import plan
+
+EXIT_OK, EXIT_NO_PLAN = 0, 1
+TorchCsv = Callable[[Schedule], str]
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise InputError(f"cannot read {what} file {path}: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+
+
+def _validate(kind: type[Model] | type[Cluster], data: Any, path: str, what: str) -> Any:
+    try:
+        return kind.model_validate(data)
+    except ValidationError as e:
+        raise InputError(f"{path}: invalid {what}: {describe_validation_error(e)}") from None
+
+
+def load_inputs(model_path: str, cluster_path: str | None) -> tuple[Model, Cluster]:
+    """The model and the cluster, from one combined file or a model file and a cluster file."""
+    data = _read_json(model_path, "model")
+    combined = isinstance(data, dict) and "model" in data
+    if combined and cluster_path is not None and "cluster" in data:
+        raise InputError(f"{model_path} holds a cluster and --cluster gives another: keep one")
+    model = _validate(Model, data["model"] if combined else data, model_path, "model")
+    if cluster_path is not None:
+        return model, _validate(Cluster, _read_json(cluster_path, "cluster"), cluster_path, "cluster")
+    if combined and "cluster" in data:
+        return model, _validate(Cluster, data["cluster"], model_path, "cluster")
+    raise InputError(f"no cluster: pass --cluster CLUSTER.json or put \"cluster\" next to \"model\" in {model_path}")
+
+
+def parse_module_names(text: str) -> ModuleNames:
+    """``INPUT;BLOCK;OUTPUT`` with comma-separated input and output names, e.g.
+    ``tok_embeddings;layers.{i};norm,output``."""
+    parts = text.split(";")
+    if len(parts) != 3 or "{i}" not in parts[1]:
+        raise InputError(f"--module-names must be INPUT;BLOCK;OUTPUT with {{i}} in BLOCK "
+                         f"(e.g. 'tok_embeddings;layers.{{i}};norm,output'), got {text!r}")
+    split = [[x for x in p.split(",") if x] for p in (parts[0], parts[2])]
+    return ModuleNames(input=split[0], block=parts[1], output=split[1])
+
+
+def _ms(x: float | None) -> str:
+    return "–" if x is None else f"{x:.6g}"
+
+
+def summary(p: Plan) -> str:
+    """A few human lines about a plan (what ``plan`` prints on stderr)."""
+    lines = [f"plan · method {p.method} · status {p.status} · objective {p.cluster.objective}"]
+    if p.schedule is None:
+        lines.append(f"no plan: {p.reason or 'no reason given'}")
+    else:
+        gap = "–" if p.gap is None else f"{p.gap:.1%}"
+        rc = [str(st.stage) for st in p.stages if st.recompute]
+        lines += [
+            f"microbatches {p.microbatches} · step time {_ms(p.step_time)} · lower bound over all splits "
+            f"{_ms(p.lower_bound)} · gap {gap}",
+            f"split {p.exports.megatron_layout if p.exports else '?'} · recompute stages: {' '.join(rc) or 'none'}",
+            "baselines: " + " · ".join(f"{b.name} {_ms(b.step_time)}" for b in p.baselines),
+            "peak memory per device (static + activations + transient): "
+            + " ".join(_ms(x) for x in p.peak_memory),
+        ]
+    lines.append(f"{p.candidates} splits scheduled in {p.solve_time_s:.3f} s")
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace, torch_csv: TorchCsv | None = None) -> int:
+    model, cluster = load_inputs(args.model, args.cluster)
+    if not args.time_limit > 0:
+        raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
+    names = parse_module_names(args.module_names) if args.module_names else None
+    result = plan(model, cluster, args.method, args.time_limit, names=names)
+    if torch_csv is not None and result.schedule is not None and result.exports is not None:
+        result.exports = result.exports.model_copy(update={"torch_csv": torch_csv(result.schedule)})
+    text = result.model_dump_json() + "\n"
+    if args.output:
+        try:
+            Path(args.output).write_text(text)
+        except OSError as e:
+            raise InputError(f"cannot write {args.output}: {e.strerror or e}") from None
+    else:
+        sys.stdout.write(text)
+    print(summary(result), file=sys.stderr)
+    return EXIT_OK if result.schedule is not None else EXIT_NO_PLAN
+
+
+def add_plan_parser(subparsers: argparse._SubParsersAction, torch_csv: TorchCsv | None = None) -> None:
+    """Add ``plan`` to the ``pipesched`` command."""
+    p = subparsers.add_parser("plan", help="choose a model's layer split, recomputation and schedule together")
+    p.add_argument("model", help="model JSON file, or one file {\"model\": ..., \"cluster\": ...}")
+    p.add_argument("--cluster", "-c", default=None, metavar="CLUSTER.json", help="cluster JSON file")
+    p.add_argument("--method", "-m", default="auto", help="schedule method for every split (default auto)")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds for the whole plan")
+    p.add_argument("--module-names", default=None, metavar="IN;BLOCK;OUT",
+                   help="torchtitan names, default 'tok_embeddings;layers.{i};norm,output'")
+    p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the plan here, not stdout")
+    p.set_defaults(handler=lambda args: cmd_plan(args, torch_csv))
