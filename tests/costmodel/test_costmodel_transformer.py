@@ -151,3 +151,14 @@ def test_bad_devices_and_links_name_the_field() -> None:
         DeviceSpec("x", peak_tflops=1.0, memory_gib=1.0, mfu=1.5)
     with pytest.raises(ValueError, match="gbps"):
         LinkSpec("x", latency_us=1.0, gbps=0.0)
+
+
+def test_a_training_step_counts_palms_6n_plus_12lhs_flops_per_token() -> None:
+    # PaLM (Chowdhery et al. 2022, appendix B): model FLOPs per token = 6·N + 12·L·h·s, N the matmul
+    # parameters (here the blocks' and the LM head's; the embedding is a gather)
+    from pipesched.solver.costmodel.transformer import block_flops, block_params, head_flops
+
+    cfg = dataclasses.replace(PLAIN, kv_heads=4, gated_mlp=True, ffn=2816)
+    n_matmul = cfg.layers * (block_params(cfg) - 2 * cfg.hidden) + cfg.hidden * cfg.vocab
+    per_token = (cfg.layers * sum(block_flops(cfg)) + 3 * head_flops(cfg)) / cfg.tokens
+    assert per_token == pytest.approx(6 * n_matmul + 12 * cfg.layers * cfg.hidden * cfg.seq, rel=1e-12)
