@@ -16,7 +16,9 @@ ranks). Bubbles: predicted ``bubble_ratio``; measured ``1 − Σ busy / (p × st
 order of methods by predicted step equals the measured order wherever predictions differ by > 10%.
 Where a row misses, ``off`` says which term: ``contention`` (more ranks than cores),
 ``compute`` (the busiest rank's measured compute differs from its predicted work by > 10%), else
-``comm/overhead`` (the waits between ops were not predicted).
+``comm/overhead`` (the waits between ops were not predicted). A last table checks the model's
+assumption that a stage costs the sum of its layers: per-block F / B / W of a 1-block stage against
+an all-blocks stage (split backward's graph walks grow with the stage's depth).
 
     python benchmarks/fidelity.py                  # writes benchmarks/results/fidelity.md
     python benchmarks/fidelity.py --quick          # a smaller model, fewer steps: checks that it runs
@@ -26,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
+import time
 from itertools import combinations
 from pathlib import Path
 
@@ -40,6 +44,7 @@ from pipesched.runtime.profile_layers import (
     profile_layers,
     profile_link,
 )
+from pipesched.runtime.split_backward import backward_input
 from pipesched.runtime.transformer import (
     TinyTransformer,
     config_dict,
@@ -137,7 +142,7 @@ def run(args: argparse.Namespace) -> str:
         planned = _planned_split(model, p, args.microbatches, link, args.time_limit)
         if planned is not None:  # the same method on the split planning chose
             problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
-            rows.append(("auto, planned split", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit))))
+            rows.append(("auto (planned split)", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit))))
             jobs.append((rows[-1][2].model_dump_json(), planned))
         load = os.getloadavg()[0]  # other work on the machine competes with the ranks for cores
         results = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg),
@@ -164,9 +169,39 @@ def run(args: argparse.Namespace) -> str:
             plans.append(_plan_check(p, planned, measured))
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
+    lines += _depth_table(layers, x, args.depth_rounds)
     lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain):", ""]
     lines += [f"- {x}" for x in plans] or ["- planning (pipesched.solver.planning.planner.plan) is not available"]
     return "\n".join(lines) + "\n"
+
+
+def _depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) -> list[str]:
+    """Per-layer F / B / W of a stage of 1 block and of every block, measured alternately (so load
+    hits both alike): whether a stage costs the sum of its layers' profiles, as the model assumes."""
+    blocks = layers[1:-1]
+    depths = sorted({1, len(blocks)})
+    times: dict[int, list[tuple[float, float, float]]] = {k: [] for k in depths}
+    h = layers[0](x).detach()
+    for r in range(rounds + 2):
+        for k in depths:
+            stage = torch.nn.Sequential(*blocks[:k])
+            xi = h.detach().requires_grad_(True)
+            t0 = time.perf_counter()
+            y = stage(xi)
+            t1 = time.perf_counter()
+            _, job = backward_input([y], [torch.ones_like(y)], [xi], list(stage.parameters()))
+            t2 = time.perf_counter()
+            job.run()
+            t3 = time.perf_counter()
+            if r >= 2:  # warm-up rounds
+                times[k].append((1e3 * (t1 - t0) / k, 1e3 * (t2 - t1) / k, 1e3 * (t3 - t2) / k))
+    out = ["", "Cost per block when a stage holds k blocks (median of alternated runs, one thread); the model "
+           "assumes a stage costs the sum of its layers, i.e. equal rows:", "",
+           "| k blocks per stage | F per block (ms) | B per block (ms) | W per block (ms) |", "|---|---|---|---|"]
+    for k in depths:
+        f, b, w = (statistics.median(t[i] for t in times[k]) for i in range(3))
+        out.append(f"| {k} | {f:.3f} | {b:.3f} | {w:.3f} |")
+    return out
 
 
 def _planned_split(model: Model, p: int, microbatches: int, link: LinkProfile,
@@ -184,7 +219,7 @@ def _planned_split(model: Model, p: int, microbatches: int, link: LinkProfile,
 
 def _plan_check(p: int, split: list[tuple[int, int]], rows: list[tuple[str, float, float]]) -> str:
     by = {name: (pred, meas) for name, pred, meas in rows}
-    (pu, mu), (pp, mp) = by["auto"], by["auto, planned split"]
+    (pu, mu), (pp, mp) = by["auto"], by["auto (planned split)"]
     gain_p, gain_m = pu - pp, mu - mp
     met = gain_m >= gain_p / 2 if gain_p > 0 else None
     return (f"p = {p}: split {split}; predicted gain {gain_p:.2f} ms ({100 * gain_p / pu:+.1f}%), measured "
@@ -212,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--depth-rounds", type=int, default=30, help="alternated runs of the stage-depth table")
     ap.add_argument("--time-limit", type=float, default=10.0, help="auto's time limit (s)")
     ap.add_argument("--timeout", type=float, default=600.0, help="bound on each replay group (s)")
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
@@ -219,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     args.command = command_line("fidelity.py", argv)
     if args.quick:
         args.hidden, args.seq, args.vocab, args.steps, args.repeats, args.time_limit = 64, 32, 2048, 3, 3, 3.0
+        args.depth_rounds = 10
     publish(run(args), args.output)
     return 0
 
