@@ -1,9 +1,18 @@
 """The time budget: every calibrated constant and policy number, with its measurement.
 
-Why one module: ``auto``, ``cpsat``, the relaxations, the re-timing and the local search all size
-their phases from the *nominal* time limit with these per-op costs and shares (never from the
-clock, so an answer repeats), and they must agree on them. Each constant says what was measured
-and with which command; re-run that command after changing the code it times.
+Why one module: ``auto``, ``cpsat``, ``ilp``, the relaxations, the re-timing, the zero-bubble grid
+and the local search all size their phases from the *nominal* time limit with these per-op costs
+and shares (never from the clock, so an answer repeats), and they must agree on them. A constant
+marked *measured* says what was timed; one marked *policy* is a choice, and the checks below are
+what would show it wrong. Re-measure after changing the code a constant times:
+
+- CP-SAT's deterministic clock and load overshoots: ``python benchmarks/cpsat_dtime.py``
+  (``--only zb --time-limit 60`` for the memory-resource rate);
+- every per-op cost and share together, "does auto return within its limit":
+  ``python benchmarks/auto_time_limits.py``; that budgets stop on the deterministic clock, not the
+  wall: ``python benchmarks/determinism.py``;
+- what the shares buy: ``python benchmarks/unit_costs.py`` and ``python benchmarks/zb_paper.py``;
+- the ILP's build cost per pair: ``python benchmarks/ilp_backends.py``.
 """
 
 from __future__ import annotations
@@ -56,9 +65,36 @@ LP_S_PER_OP = 1.2e-3
 #: or greedy run (incl. its validation) and of the relaxations' set-up .
 RECIPE_S_PER_OP = 3e-4
 RELAX_S_PER_OP = 1.5e-4
+#: Wall seconds per op of :func:`pipesched.solver.timing.retime.compact` (two simulator passes), the
+#: re-timing used above :data:`EXACT_TIMING_OPS` or for makespan; set with the other per-op costs in
+#: 6168dfa ("every phase sized from the nominal time limit"), an upper estimate, not a fit.
+COMPACT_S_PER_OP = 5e-5
+#: Measured wall seconds per op of one local-search trial (re-timing the order), about doubled for a shared machine.
+TRIAL_S_PER_OP = 1.6e-5
+
+#: Seconds kept back at the end of ``auto`` and ``cpsat`` for reading the answer, re-timing and
+#: validating it: a fixed part and a part per op (policy margins, set in 9ffa504 / 6168dfa; the
+#: short-limit tests in ``tests/solver/test_auto.py`` check that answers come back within the limit).
+FINISH_S = 0.1
+FINISH_S_PER_OP = 3e-5
+#: Least seconds of actual search that make starting a full-model CP-SAT run worthwhile (policy).
+SEARCH_MIN_S = 0.1
 
 # --- shares and sizes of the portfolio's phases --------------------------------------------------
 
+#: The phases of method ``cpsat``, as shares of the nominal limit ``T`` (policy; every phase also
+#: checks its estimated cost, so a share is a ceiling): the zero-bubble grid is sized for
+#: ``CPSAT_GRID_SHARE * T`` with a wall net at ``CPSAT_GRID_STOP * T``; the local search's wall net is
+#: ``CPSAT_POLISH_STOP * T``; the search plans with ``CPSAT_SEARCH_SHARE * T`` nominal seconds.
+CPSAT_GRID_SHARE = 0.25
+CPSAT_GRID_STOP = 0.4
+CPSAT_POLISH_STOP = 0.5
+CPSAT_SEARCH_SHARE = 0.6
+#: Share of the deterministic budget a full-model search may use (``auto`` and ``cpsat``): the rest
+#: covers the wall time CP-SAT spends before its deterministic clock starts (loading, first LP).
+SEARCH_DTIME_SHARE = 0.8
+#: Share of the nominal limit ``auto`` spends re-timing its best heuristic orders optimally.
+RETIME_SHARE = 0.2
 #: Share of the nominal budget the local search on the warm start may use (:mod:`pipesched.solver.heuristics.swap_past_w`).
 POLISH_SHARE = 0.1
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.
@@ -89,9 +125,58 @@ def retime_cost(inst: Instance) -> float:
     """Estimated wall seconds of :func:`pipesched.solver.timing.retime.retime` (only the exact stage-span timing costs much)."""
     ops = inst.num_ops
     exact = inst.objective == "stage_span" and ops <= EXACT_TIMING_OPS
-    return RETIME_S_PER_OP * ops if exact else 5e-5 * ops
+    return RETIME_S_PER_OP * ops if exact else COMPACT_S_PER_OP * ops
 
 
 def finish_margin(inst: Instance) -> float:
     """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count)."""
-    return 0.1 + 3e-5 * inst.num_ops
+    return FINISH_S + FINISH_S_PER_OP * inst.num_ops
+
+
+def search_cost(inst: Instance) -> float:
+    """Least wall seconds a full-model CP-SAT search must have to be worth starting: building the
+    model, CP-SAT's load overshoot, re-timing the answer, and :data:`SEARCH_MIN_S` of search."""
+    return BUILD_S_PER_OP * inst.num_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + SEARCH_MIN_S
+
+
+def trials_for(inst: Instance, seconds: float) -> int:
+    """How many trial swaps of :func:`pipesched.solver.heuristics.swap_past_w.polish` fit in a nominal
+    budget of ``seconds`` (deterministic: a count, not a clock)."""
+    return int(seconds / (TRIAL_S_PER_OP * max(1, inst.num_ops)))
+
+
+# --- sizes of the zero-bubble grid (:mod:`pipesched.solver.heuristics.zero_bubble`) -------------
+
+#: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
+GRID_WORK = 250_000
+#: Op-policy products built and timed per nominal second (measured ~40k/s on one unloaded core at
+#: 1.5k ops; halved for a shared machine). A time budget caps the grid at ``seconds * rate / ops``.
+GRID_OPS_PER_SECOND = 20_000
+#: Most policies the grid tries on any problem: the head (12 hand-picked policies) plus the
+#: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
+GRID_MAX_POLICIES = 48
+
+
+# --- sizes of the bounds (:mod:`pipesched.solver.bounds.analytic`) -------------------------------
+
+#: Above this many ops the per-op (microbatch rank) bound is skipped to keep bounds cheap.
+RANK_BOUND_MAX_OPS = 20_000
+#: The same for the per-device span version, which costs ``O(p · m · S)``.
+RANK_SPAN_MAX_WORK = 10_000
+
+
+# --- the ILP (:mod:`pipesched.solver.exact.ilp.method`) --------------------------------------------
+
+#: Largest number of same-device op pairs (order binaries before fixing) the method accepts:
+#: building the model costs about 0.1 ms per pair in Python (p=16, m=32: 73k pairs, 7 s).
+MAX_PAIRS = 100_000
+#: Seconds to build the model per pair, measured (see above); used to keep within the time limit.
+BUILD_SECONDS_PER_PAIR = 1e-4
+#: Build the ILP only when its estimated build time is at most this share of what is left; else the
+#: warm start is the answer (policy: the search needs the rest).
+ILP_BUILD_SHARE = 0.5
+#: Share of the remaining seconds handed to the ILP solver, and the seconds kept for starting it
+#: (HiGHS runs in a fresh process; CBC in this one), set in 1d72dc0 ("time budget margin").
+ILP_SOLVE_SHARE = 0.97
+HIGHS_START_S = 0.3
+CBC_START_S = 0.05

@@ -56,12 +56,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..budget import RANK_BOUND_MAX_OPS, RANK_SPAN_MAX_WORK
 from ..core.instance import Instance, OpId
-
-#: Above this many ops the per-op (microbatch rank) bound is skipped to keep bounds cheap.
-RANK_BOUND_MAX_OPS = 20_000
-#: The same for the per-device span version, which costs ``O(p · m · S)``.
-RANK_SPAN_MAX_WORK = 10_000
+from ..core.tolerance import cap_with_slack
 
 
 @dataclass(frozen=True)
@@ -304,7 +301,7 @@ def memory_lanes(inst: Instance, d: int) -> list[tuple[OpId, int, float, float]]
     heads = {c.op: c.head for c in op_classes(inst)}
 
     def lanes(hold: float) -> int:
-        return max(1, math.floor(cap / hold * (1 + 1e-9) + 1e-12))
+        return max(1, math.floor(cap_with_slack(cap / hold)))
 
     out = []
     for s in stages:

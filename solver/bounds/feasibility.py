@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..core.instance import Instance, OpId
 from ..core.metrics import peak_memory
+from ..core.tolerance import within_cap
 
 
 def _natural(inst: Instance) -> bool:
@@ -41,7 +42,7 @@ def infeasibility_reason(inst: Instance) -> str | None:
     if not _natural(inst):
         return None
     for d, (need, cap) in enumerate(zip(single_microbatch_peak(inst), inst.limit, strict=True)):
-        if need > cap * (1 + 1e-9) + 1e-12:
+        if not within_cap(need, cap):
             stages = ", ".join(str(s) for s in inst.stages_of_device[d])
             return (f"memory.limit {cap:g} on device {d} is below the {need:g} that a single microbatch's "
                     f"activations need there (stages {stages}); no schedule can make progress. "

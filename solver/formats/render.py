@@ -16,6 +16,7 @@ import math
 from html import escape
 
 from ..core.schedule import Schedule
+from ..core.tolerance import slack
 
 #: Okabe & Ito (2008) colour-blind-safe colours for forward, backward (input) and weight ops.
 KIND_COLOURS = {"F": "#0072B2", "B": "#D55E00", "W": "#009E73"}
@@ -174,7 +175,7 @@ def render_svg(schedule: Schedule) -> str:
     axis_y = TOP + rows_h
     ticks = []
     t = 0.0
-    while t <= horizon + 1e-9 * max(1.0, horizon):
+    while t <= horizon + slack(horizon):
         x = LEFT + t * scale
         ticks.append(f'<line class="g" x1="{_fmt(x)}" y1="{TOP - 2}" x2="{_fmt(x)}" y2="{axis_y + 3}"/>')
         ticks.append(f'<text class="k" x="{_fmt(x)}" y="{axis_y + 15}">{_fmt(t) if step < 1 else f"{t:g}"}</text>')

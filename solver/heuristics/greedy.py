@@ -49,6 +49,7 @@ from ..core.metrics import makespan, objective_value
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, method
 from ..core.schedule import Order, Schedule
+from ..core.tolerance import cap_with_slack, within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import compact
 
@@ -115,7 +116,7 @@ class _Memory:
         self.left: list[dict[int, int]] = [{} for _ in range(inst.devices)]
         self.held_above_zero = [0.0] * inst.devices  # sum of max(0, held): bounds every banker's term
         for d, (need, cap) in enumerate(zip(self.positive, self.limit, strict=True)):
-            if need > cap * (1 + 1e-9) + 1e-12:
+            if not within_cap(need, cap):
                 raise NotApplicableError(
                     f"one microbatch alone needs {need:g} activation memory on device {d} (the sum of the "
                     f"positive memory deltas of its stages there), above memory.limit {cap:g}: greedy cannot "
@@ -132,7 +133,7 @@ class _Memory:
     def allows(self, d: int, j: int, delta: float) -> bool:
         if delta <= 0:
             return True
-        cap = self.limit[d] * (1 + 1e-9) + 1e-12
+        cap = cap_with_slack(self.limit[d])
         if self.live[d] + delta > cap:
             return False
         if self.held_above_zero[d] + self.positive[d] + delta <= cap:
@@ -157,7 +158,7 @@ class _Memory:
             if t >= j:
                 break
             room = max(room, self.need[d][t])
-        return self.live[d] + delta + room <= self.limit[d] * (1 + 1e-9) + 1e-12
+        return within_cap(self.live[d] + delta + room, self.limit[d])
 
     def apply(self, d: int, j: int, delta: float) -> None:
         self.live[d] += delta

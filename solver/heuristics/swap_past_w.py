@@ -18,10 +18,11 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-from ..budget import retime_cost
+from ..budget import retime_cost, trials_for
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
+from ..core.tolerance import slack, within_cap
 from ..timing.retime import Incumbent, compact, retime
 from ..timing.simulate import DeadlockError
 
@@ -34,7 +35,7 @@ def fits_memory(inst: Instance, ops: Sequence[OpId], device: int) -> bool:
     level = 0.0
     for op in ops:
         level += inst.mem(op)
-        if level > cap + 1e-9 * max(1.0, abs(cap)):
+        if not within_cap(level, cap):
             return False
     return True
 
@@ -50,22 +51,13 @@ def delayed_by_w(inst: Instance, order: Order, start: Mapping[OpId, float]) -> l
                 continue
             w_end = start[w] + inst.cost(w)
             ready = max((start[p] + inst.cost(p) + lag for p, lag in inst.predecessors(nxt)), default=0.0)
-            if ready < w_end - 1e-9 * max(1.0, w_end):  # nothing depends on a W, so the wait is the order's
+            if ready < w_end - slack(w_end):  # nothing depends on a W, so the wait is the order's
                 out.append((d, i))
     return out
 
 
 def _score(inst: Instance, start: Mapping[OpId, float]) -> tuple[float, float]:
     return objective_value(inst, start), makespan(inst, start)
-
-
-#: Measured wall seconds per op of one trial (re-timing the order), about doubled for a shared machine.
-TRIAL_S_PER_OP = 1.6e-5
-
-
-def trials_for(inst: Instance, seconds: float) -> int:
-    """How many trial swaps fit in a nominal budget of ``seconds`` (deterministic, not measured)."""
-    return int(seconds / (TRIAL_S_PER_OP * max(1, inst.num_ops)))
 
 
 def polish(inst: Instance, order: Order, start: Mapping[OpId, float] | None = None, *,
@@ -96,7 +88,7 @@ def polish(inst: Instance, order: Order, start: Mapping[OpId, float] | None = No
                 continue
             score = _score(inst, cand_times)
             if score < best:
-                tol = 1e-9 * max(1.0, abs(best[0]))
+                tol = slack(best[0])
                 if score[0] < best[0] - tol or score[1] < best[1] - tol:
                     order, times, best = candidate, cand_times, score
                     break
@@ -113,7 +105,7 @@ def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) ->
     trials = trials_for(inst, seconds - cost if exact else seconds)
     order, times = polish(inst, inc.order, inc.start, max_trials=trials, deadline=deadline)
     value = objective_value(inst, times)
-    if value >= inc.objective - 1e-9 * max(1.0, abs(inc.objective)):
+    if value >= inc.objective - slack(inc.objective):
         return inc
     found = Incumbent(order, times, value)
     if not exact or time.perf_counter() + cost > deadline:

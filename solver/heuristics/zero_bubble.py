@@ -21,9 +21,11 @@ import math
 import time
 from dataclasses import dataclass
 
+from ..budget import GRID_MAX_POLICIES, GRID_OPS_PER_SECOND, GRID_WORK
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
+from ..core.tolerance import within_cap
 from ..timing.retime import compact
 from ..timing.simulate import DeadlockError
 
@@ -51,7 +53,7 @@ class Policy:
 
 def _fits(inst: Instance, d: int, live: float, delta: float) -> bool:
     cap = inst.limit[d]
-    return live + max(delta, 0.0) <= cap * (1 + _EPS) + _EPS
+    return within_cap(live + max(delta, 0.0), cap)
 
 
 def zb_order(inst: Instance, policy: Policy) -> Order:
@@ -178,13 +180,6 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     return order
 
 
-#: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
-GRID_WORK = 250_000
-#: Op-policy products built and timed per nominal second (measured ~40k/s on one unloaded core at
-#: 1.5k ops; halved for a shared machine). A time budget caps the grid at ``seconds * rate / ops``.
-GRID_OPS_PER_SECOND = 20_000
-
-
 def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
     """The grid, most useful first: the 1F1B warm-up count plus 0 or 1 (best at ``limit = p M_B``),
     about twice it (best at ``2p M_B``: early stages fill the longer round trip), then warm-up
@@ -208,7 +203,7 @@ def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
     plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
     grid = list(dict.fromkeys(head + plain + scaled + rest))
     ops = inst.num_ops
-    size = min(48, max(len(head), GRID_WORK // max(1, ops)))
+    size = min(GRID_MAX_POLICIES, max(len(head), GRID_WORK // max(1, ops)))
     if seconds is not None:
         size = min(size, int(seconds * GRID_OPS_PER_SECOND / max(1, ops)))
     return grid[: max(1, size)]

@@ -23,7 +23,6 @@ machine. The first valid heuristic order is always kept, so a tiny limit still r
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from ..bounds.analytic import lower_bound as analytic_lower_bound
@@ -31,7 +30,6 @@ from ..bounds.combinatorial import combinatorial_bound
 from ..bounds.feasibility import infeasibility_reason
 from ..budget import (
     BOUND_SHARE,
-    BUILD_S_PER_OP,
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
@@ -41,62 +39,57 @@ from ..budget import (
     RECIPE_S_PER_OP,
     RELAX_MIN_S,
     RELAX_S_PER_OP,
+    RETIME_SHARE,
+    SEARCH_DTIME_SHARE,
     SINGLE_MAX_S,
     SMALL_OPS,
     finish_margin,
     retime_cost,
+    search_cost,
 )
-from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, method, methods
+from ..core.registry import SolveOptions, method
 from ..core.schedule import Schedule
+from ..core.tolerance import slack
 from ..exact.cpsat.formulation import needs_memory_resource
 from ..exact.cpsat.relaxations import relaxation_bound
 from ..exact.cpsat.run import CpsatResult, finish, solve_model
 from ..exact.cpsat.scaling import Scaling
 from ..heuristics.swap_past_w import polished
-from ..heuristics.zero_bubble import zb_candidates
+from ..heuristics.warm_start import grid_starts, hint_start, recipe_orders
 from ..timing.finalize import no_schedule
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
 
-#: Methods the portfolio never calls as heuristics (itself and the exact solvers).
-_EXACT = ("auto", "cpsat", "ilp")
 
 def _close(a: float, b: float) -> bool:
-    return a - b <= 1e-9 * max(1.0, abs(a))
+    return a - b <= slack(a)
 
 
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
                          stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
     """Every heuristic's order that respects the memory limit, in a fixed order: the zero-bubble grid
     sized for ``GRID_SHARE`` of the nominal budget, then the recipes while their estimated cost fits
-    ``HEURISTIC_SHARE`` of it (skipped when the grid already meets ``bound``). ``stop`` is the wall
-    safety net: after it, nothing more is tried once something was found."""
-    out: list[tuple[str, Incumbent]] = []
-    for k, c in enumerate(zb_candidates(inst, GRID_SHARE * options.time_limit_s, deadline=stop)):
-        out.append((f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)))
+    ``HEURISTIC_SHARE`` of it (skipped when the grid already meets ``bound``), then the hint. ``stop`` is
+    the wall safety net: after it, nothing more is tried once something was found."""
+    out = grid_starts(inst, GRID_SHARE * options.time_limit_s, deadline=stop)
     if out and _close(min(c.objective for _, c in out), bound):
         return out
     recipe = RECIPE_S_PER_OP * inst.num_ops
     spent = GRID_SHARE * options.time_limit_s
-    for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in _EXACT or m.applies(problem):
-            continue
-        if out and (spent + recipe > HEURISTIC_SHARE * options.time_limit_s
-                    or time.perf_counter() + recipe > stop):
-            continue
+
+    def afford() -> bool:  # the estimated cost decides (deterministic); the clock only as a net
+        nonlocal spent
+        if out and (spent + recipe > HEURISTIC_SHARE * options.time_limit_s or time.perf_counter() + recipe > stop):
+            return False
         spent += recipe
-        try:
-            sched = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
-        except (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError):
-            continue
-        if sched.ops:
-            out.append((m.name, Incumbent.of(inst, sched.order())))
-    if options.hint is not None and options.hint.ops:
-        with contextlib.suppress(DeadlockError, KeyError, ValueError):
-            out.append(("hint", Incumbent.of(inst, options.hint.order())))
+        return True
+
+    for name, order in recipe_orders(problem, options, afford):
+        out.append((name, Incumbent.of(inst, order)))
+    if (h := hint_start(inst, options.hint)) is not None:
+        out.append(("hint", h))
     return out
 
 
@@ -132,7 +125,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
-    inc = best_incumbent(inst, cands, seconds=0.2 * limit, deadline=deadline)
+    inc = best_incumbent(inst, cands, seconds=RETIME_SHARE * limit, deadline=deadline)
     if not _close(inc.objective, bound):
         inc = polished(inst, inc, POLISH_SHARE * limit, deadline)
     res = CpsatResult(inc, _close(inc.objective, bound), bound)
@@ -153,7 +146,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
                                             hint=inc.start, workers=options.workers, dtime=nominal * BOUND_SHARE))
         res = CpsatResult(inc, _close(inc.objective, bound), bound)
     planned = rest * (1 - BOUND_SHARE) if relaxed else rest  # nominal seconds for the searches below
-    search = BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1  # least worth starting
+    search = search_cost(inst)  # least worth starting
     sequential = small and not needs_memory_resource(inst, Scaling.of(inst))
     if not res.proven_optimal and sequential and search <= rest and left() > search:
         single = min(rest, SINGLE_MAX_S)
@@ -163,6 +156,6 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         inc, bound = res.incumbent, max(bound, res.bound or 0.0)
     if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= planned and left() > search:
         res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline, nominal=planned,
-                          dtime=nominal * (1 - BOUND_SHARE if relaxed else 1.0) * 0.8)
+                          dtime=nominal * (1 - BOUND_SHARE if relaxed else 1.0) * SEARCH_DTIME_SHARE)
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)

@@ -10,6 +10,7 @@ from ..core.instance import Instance, OpId
 from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.problem import Problem
 from ..core.schedule import Schedule, ScheduledOp, Status
+from ..core.tolerance import slack, within_cap
 from .retime import compact
 from .validate import validate
 
@@ -53,7 +54,7 @@ def finalize(
     if lower_bound is not None:
         bound = max(bound, lower_bound)
     bound = min(bound, objective)
-    if status == "feasible" and objective - bound <= 1e-9 * max(1.0, objective):
+    if status == "feasible" and objective - bound <= slack(objective):
         status = "optimal"  # the bound proves it
     if status == "optimal":
         bound = objective
@@ -97,7 +98,7 @@ def from_order(
     """
     inst = inst or Instance.from_problem(problem)
     for d, (peak, cap) in enumerate(zip(peak_memory(inst, order), inst.limit, strict=True)):
-        if peak > cap * (1 + 1e-9) + 1e-12:
+        if not within_cap(peak, cap):
             raise NotApplicableError(
                 f"{method} needs {peak:g} activation memory on device {d}, above memory.limit {cap:g}; "
                 "methods that respect the limit: greedy, cpsat, ilp, auto"

@@ -15,41 +15,42 @@ Steps (the issue's measured recipe for making CP-SAT scale on this problem):
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from ...bounds.analytic import lower_bound as analytic_lower_bound
 from ...bounds.combinatorial import combinatorial_bound
 from ...bounds.feasibility import infeasibility_reason
 from ...budget import (
-    BUILD_S_PER_OP,
-    CPSAT_OVERSHOOT_S,
+    CPSAT_GRID_SHARE,
+    CPSAT_GRID_STOP,
+    CPSAT_POLISH_STOP,
+    CPSAT_SEARCH_SHARE,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
     POLISH_SHARE,
+    SEARCH_DTIME_SHARE,
     finish_margin,
-    retime_cost,
+    search_cost,
 )
 from ...core.instance import Instance
 from ...core.problem import Problem
 from ...core.registry import SolveOptions, method
 from ...core.schedule import Schedule
+from ...core.tolerance import slack
 from ...heuristics.swap_past_w import polished
-from ...heuristics.zero_bubble import zb_candidates
+from ...heuristics.warm_start import grid_starts, hint_start
 from ...timing.finalize import no_schedule
 from ...timing.retime import Incumbent
-from ...timing.simulate import DeadlockError
 from .run import CpsatResult, finish, solve_model
 
 
 def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = None,
                deadline: float | None = None) -> Incumbent | None:
-    """The best of the zero-bubble heuristic grid (sized for the nominal ``seconds``; ``deadline`` is
-    the wall safety net) and a caller's hint (if it fits this problem)."""
-    cands = [Incumbent(c.order, c.start, c.objective) for c in zb_candidates(inst, seconds, deadline)[:1]]
-    if hint is not None and hint.ops:
-        with contextlib.suppress(DeadlockError, KeyError, ValueError):
-            cands.append(Incumbent.of(inst, [list(ops) for ops in hint.order()]))
+    """The better of the zero-bubble grid's best order (grid sized for the nominal ``seconds``;
+    ``deadline`` is the wall safety net) and a caller's hint."""
+    cands = [inc for _, inc in grid_starts(inst, seconds, deadline, keep=1)]
+    if (h := hint_start(inst, hint)) is not None:
+        cands.append(h)
     return min(cands, key=lambda c: c.objective) if cands else None
 
 
@@ -61,19 +62,20 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     reason = infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, "cpsat", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
-    inc = warm_start(inst, options.hint, 0.25 * options.time_limit_s, t0 + 0.4 * options.time_limit_s)
+    inc = warm_start(inst, options.hint, CPSAT_GRID_SHARE * options.time_limit_s,
+                      t0 + CPSAT_GRID_STOP * options.time_limit_s)
     if inc is None:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
-    inc = polished(inst, inc, POLISH_SHARE * options.time_limit_s, t0 + 0.5 * options.time_limit_s)
+    inc = polished(inst, inc, POLISH_SHARE * options.time_limit_s, t0 + CPSAT_POLISH_STOP * options.time_limit_s)
     deadline = t0 + options.time_limit_s - finish_margin(inst)
     left = deadline - time.perf_counter()
-    closed = inc.objective - combinatorial_bound(inst) <= 1e-9 * max(1.0, inc.objective)
+    closed = inc.objective - combinatorial_bound(inst) <= slack(inc.objective)
     n_ops = inst.num_ops
-    too_big = n_ops > FULL_MODEL_OPS or left <= BUILD_S_PER_OP * n_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + 0.1
+    too_big = n_ops > FULL_MODEL_OPS or left <= search_cost(inst)
     if closed or too_big:
         res = CpsatResult(inc, closed, combinatorial_bound(inst))
     else:
-        res = solve_model(inst, inc, left, options.workers, deadline=deadline, nominal=0.6 * options.time_limit_s,
-                          dtime=0.8 * DTIME_PER_SECOND * options.time_limit_s)
+        res = solve_model(inst, inc, left, options.workers, deadline=deadline, nominal=CPSAT_SEARCH_SHARE * options.time_limit_s,
+                          dtime=SEARCH_DTIME_SHARE * DTIME_PER_SECOND * options.time_limit_s)
     return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)

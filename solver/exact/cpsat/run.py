@@ -31,6 +31,7 @@ from ...budget import (
 from ...core.instance import Instance
 from ...core.problem import Problem
 from ...core.schedule import Schedule
+from ...core.tolerance import slack
 from ...timing.finalize import finalize
 from ...timing.retime import Incumbent, retime
 from ...timing.simulate import DeadlockError
@@ -176,11 +177,11 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
             cand = retime(inst, order)
         except DeadlockError:
             cand = None
-        if cand is not None and cand.objective < best.objective - 1e-9 * max(1.0, best.objective):
+        if cand is not None and cand.objective < best.objective - slack(best.objective):
             best = cand
     proven = (status == cp_model.OPTIMAL and not relaxed and sc.bound_is_valid and sc.time_exact
               and (inst.objective == "makespan" or sc.span_exact)
-              and best.objective <= solver.objective_value / sc.time + 1e-9 * max(1.0, best.objective))
+              and best.objective <= solver.objective_value / sc.time + slack(best.objective))
     if bound is not None:
         bound = min(bound, best.objective)
     return CpsatResult(best, proven, bound)

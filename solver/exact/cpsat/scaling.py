@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ...core.instance import Instance
+from ...core.tolerance import slack
 
 #: Largest integer a scaled cost may reach; keeps the CP-SAT domains comfortably small.
 MAX_SCALED_COST = 10**7
@@ -19,7 +20,7 @@ MAX_SCALED_MEMORY = 10**9
 
 
 def _integral(values: Iterable[float], factor: float) -> bool:
-    return all(abs(x * factor - round(x * factor)) <= 1e-9 * max(1.0, abs(x * factor)) for x in values)
+    return all(abs(x * factor - round(x * factor)) <= slack(x * factor) for x in values)
 
 
 def _power_of_ten(values: list[float], max_scaled: float) -> tuple[int, bool]:
@@ -68,10 +69,10 @@ class Scaling:
         return cls(time=time, time_exact=time_exact, mem=mem, mem_exact=mem_exact, span_exact=span_exact)
 
     def dur(self, x: float) -> int:
-        return int(math.floor(x * self.time + 1e-9 * max(1.0, x * self.time)))
+        return int(math.floor(x * self.time + slack(x * self.time)))
 
     def up(self, x: float) -> int:
-        return int(math.ceil(x * self.time - 1e-9 * max(1.0, x * self.time)))
+        return int(math.ceil(x * self.time - slack(x * self.time)))
 
     def demand(self, x: float) -> int:
         y = x * self.mem

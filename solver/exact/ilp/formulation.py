@@ -36,6 +36,7 @@ from types import ModuleType
 from ...core.instance import Instance, OpId
 from ...core.metrics import objective_value
 from ...core.schedule import Order
+from ...core.tolerance import slack
 
 
 def _import_pulp() -> ModuleType:
@@ -154,7 +155,7 @@ def fixed_orders(
             r |= bit[s] | reach[s]
         reach[op] = r
     index = {op: k for k, op in enumerate(ops)}
-    margin = 1e-9 * max(1.0, horizon)
+    margin = slack(horizon)
     fixed: dict[tuple[OpId, OpId], int] = {}
     per_device: list[list[OpId]] = [[] for _ in range(inst.devices)]
     for op in ops:

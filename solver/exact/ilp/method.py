@@ -20,12 +20,22 @@ import time
 
 from ...bounds.analytic import lower_bound as analytic_lower_bound
 from ...bounds.feasibility import infeasibility_reason
+from ...budget import (
+    BUILD_SECONDS_PER_PAIR,
+    CBC_START_S,
+    HIGHS_START_S,
+    ILP_BUILD_SHARE,
+    ILP_SOLVE_SHARE,
+    MAX_PAIRS,
+)
 from ...core.errors import InvalidScheduleError, NotApplicableError
 from ...core.instance import Instance, OpId
 from ...core.metrics import makespan, objective_value, peak_memory
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method, methods
+from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
+from ...core.tolerance import slack, within_cap
+from ...heuristics.warm_start import hint_start, recipe_orders
 from ...timing.finalize import finalize, no_schedule
 from ...timing.retime import best_times
 from ...timing.simulate import DeadlockError
@@ -34,41 +44,25 @@ from .formulation import IlpModel, build_model, canonical_times, order_from_solu
 
 METHOD = "ilp"
 BACKENDS = ("cbc", "highs")
-#: Methods never run for a warm start: the exact solvers (and the portfolio that calls them).
-EXACT_METHODS = ("auto", "cpsat", "ilp")
 #: Relative tolerance for "the solver's objective and the re-timed order agree".
 AGREE = 1e-6
-#: Largest number of same-device op pairs (order binaries before fixing) the method accepts:
-#: building the model costs about 0.1 ms per pair in Python (p=16, m=32: 73k pairs, 7 s).
-MAX_PAIRS = 100_000
-#: Seconds to build the model per pair, measured (see above); used to keep within the time limit.
-BUILD_SECONDS_PER_PAIR = 1e-4
 
 
 def fits_memory(inst: Instance, order: Order) -> bool:
     """True when ``order`` keeps every device within ``memory.limit`` (with float slack)."""
     return all(
-        peak <= cap * (1 + 1e-9) + 1e-12 for peak, cap in zip(peak_memory(inst, order), inst.limit, strict=True)
+        within_cap(peak, cap) for peak, cap in zip(peak_memory(inst, order), inst.limit, strict=True)
     )
 
 
 def warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> dict[OpId, float] | None:
-    """Best start times among the hint and every heuristic method that applies (None when none fits).
-
-    Heuristics come from the registry (every method but the exact ones), in name order, so the
-    warm start, and hence the answer, is deterministic.
-    """
+    """Best start times among the hint and every heuristic method that applies (None when none fits),
+    each order timed optimally (:func:`best_times`); the candidates come from
+    :mod:`pipesched.solver.heuristics.warm_start`, in a fixed order, so the answer is deterministic."""
     orders: list[Order] = []
-    hint = options.hint
-    if hint is not None and hint.has_ops and hint.problem == problem:
-        orders.append(hint.order())
-    for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in EXACT_METHODS or m.applies(problem):
-            continue
-        try:
-            orders.append(m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1)).order())
-        except (NotApplicableError, InvalidScheduleError, DeadlockError):
-            continue
+    if (h := hint_start(inst, options.hint)) is not None:
+        orders.append(h.order)
+    orders += [order for _, order in recipe_orders(problem, options)]
     best: dict[OpId, float] | None = None
     for order in orders:
         if not fits_memory(inst, order):
@@ -80,18 +74,6 @@ def warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> dict[
         if best is None or objective_value(inst, times) < objective_value(inst, best):
             best = times
     return canonical_times(inst, best) if best is not None else None
-
-
-def _infeasible_reason(inst: Instance) -> str | None:
-    """A limit below a single op's own allocation: no schedule can exist."""
-    for op in inst.ops():
-        d = inst.device(op)
-        if inst.mem(op) > inst.limit[d] * (1 + 1e-9) + 1e-12:
-            return (
-                f"memory.limit {inst.limit[d]:g} on device {d} is below the {inst.mem(op):g} that "
-                f"{op} allocates by itself"
-            )
-    return None
 
 
 def fallback_horizon(inst: Instance) -> float:
@@ -137,7 +119,7 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     backend = _check_options(options)
     inst = Instance.from_problem(problem)
-    reason = _infeasible_reason(inst) or infeasibility_reason(inst)
+    reason = infeasibility_reason(inst)
     if reason:
         return no_schedule(problem, METHOD, "infeasible", reason, solve_time_s=time.perf_counter() - t0)
     warm = warm_start(problem, inst, options)
@@ -151,16 +133,17 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
         upper = horizon
         horizon = horizon if inst.objective == "makespan" else 2 * horizon
     if warm is not None and (
-        upper <= bound + 1e-9 * max(1.0, bound)  # the analytic bound already proves it optimal
-        or order_pairs(problem) * BUILD_SECONDS_PER_PAIR > 0.5 * (options.time_limit_s - (time.perf_counter() - t0))
+        upper <= bound + slack(bound)  # the analytic bound already proves it optimal
+        or order_pairs(problem) * BUILD_SECONDS_PER_PAIR > ILP_BUILD_SHARE * (options.time_limit_s - (time.perf_counter() - t0))
     ):  # nothing to gain, or no time left to build the model and search: the warm start is the answer
         return _answer(problem, inst, None, RunResult("none"), warm, time.perf_counter() - t0)
-    slack = 1e-9 * max(1.0, horizon)
-    model = build_model(inst, horizon + slack, bound - slack, upper + slack)
+    eps = slack(horizon)
+    model = build_model(inst, horizon + eps, bound - eps, upper + eps)
     start_values = set_warm_start(model, warm) if warm is not None else None
     # leave a little of the budget for reading back, re-timing and validating (and, for HiGHS,
     # for starting its process)
-    remaining = 0.97 * (options.time_limit_s - (time.perf_counter() - t0)) - (0.3 if backend == "highs" else 0.05)
+    remaining = ILP_SOLVE_SHARE * (options.time_limit_s - (time.perf_counter() - t0)) - (
+        HIGHS_START_S if backend == "highs" else CBC_START_S)
     if backend == "highs":
         result = run_highs(model, remaining, start_values)
     else:

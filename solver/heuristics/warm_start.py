@@ -1,0 +1,58 @@
+"""Warm starts: the valid orders the heuristics find, handed to ``cpsat``, ``ilp`` and ``auto``.
+
+One path, so the three agree on what a warm start is and on what a heuristic may fail with:
+the zero-bubble grid (:mod:`.zero_bubble`, sized for a nominal budget, never the clock), every
+other registered heuristic in name order (so the answer is deterministic), and a caller's hint
+when its per-device order schedules this problem (a cached schedule of a neighbouring problem
+often does). Each caller decides how many of them it can afford and how to time them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from ..core.errors import InvalidScheduleError, NotApplicableError
+from ..core.instance import Instance
+from ..core.problem import Problem
+from ..core.registry import SolveOptions, methods
+from ..core.schedule import Order, Schedule
+from ..timing.retime import Incumbent
+from ..timing.simulate import DeadlockError
+from .zero_bubble import zb_candidates
+
+#: Methods that are never a warm start: the exact solvers and the portfolio that calls them.
+EXACT_METHODS = ("auto", "cpsat", "ilp")
+#: What a heuristic raises on a problem it does not fit; it is then skipped.
+SKIPPED = (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError)
+
+
+def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = None,
+                keep: int | None = None) -> list[tuple[str, Incumbent]]:
+    """The zero-bubble grid's orders, best first (the ``keep`` best), named ``zb-auto[k]``."""
+    cands = zb_candidates(inst, seconds, deadline)[:keep]
+    return [(f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)) for k, c in enumerate(cands)]
+
+
+def recipe_orders(problem: Problem, options: SolveOptions,
+                  afford: Callable[[], bool] = lambda: True) -> Iterator[tuple[str, Order]]:
+    """Every other heuristic that applies, in name order, while ``afford()`` (asked before each run)."""
+    for m in sorted(methods(), key=lambda m: m.name):
+        if m.name in EXACT_METHODS or m.applies(problem) or not afford():
+            continue
+        try:
+            schedule = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
+        except SKIPPED:
+            continue
+        if schedule.ops:
+            yield m.name, schedule.order()
+
+
+def hint_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:
+    """The hint's order, timed for this problem, when it orders exactly this problem's ops (the
+    simulator times any order it is given, so a hint of fewer microbatches must be refused here)."""
+    if hint is None or not hint.ops or {o.id for o in hint.ops} != set(inst.ops()):
+        return None
+    with contextlib.suppress(DeadlockError, KeyError, ValueError):
+        return Incumbent.of(inst, hint.order())
+    return None
