@@ -1,5 +1,14 @@
-"""Planning a whole model: layer split, recomputation and schedule (issue 10)."""
+"""Planning a whole model: layer split, recomputation and schedule (issue 10).
 
+``plan(model, cluster, method, time_limit_s)`` returns a :class:`Plan`; :mod:`.induce` turns a split
+into the Problem it runs as, :mod:`.split` holds the DPs and the hand rules, :mod:`.bound` the lower
+bound over all splits, :mod:`.exports` the Megatron-LM and torchtitan forms of a split.
+"""
+
+from .induce import InfeasibleSplit, Split, induce
 from .model import Cluster, ExpandedLayer, Layer, LayerMemory, Link, Model, Recompute, Units
+from .plan import Baseline, Exports, Plan, PlanStage
+from .planner import plan
 
-__all__ = ["Cluster", "ExpandedLayer", "Layer", "LayerMemory", "Link", "Model", "Recompute", "Units"]
+__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerMemory", "Link",
+           "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]

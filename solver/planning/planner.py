@@ -9,8 +9,9 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    Splits are solved in order of :func:`.bound.split_bound` (a lower bound per split).
 2. **Local moves** from the best schedule: on the two busiest devices (sum of their ops' durations: the
    device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
-   layer of each of their stages to the neighbouring stage, and turn off the recompute of any stage
-   (the rules size memory by an estimate; the exact limit may allow it). Moves whose split bound is not
+   layer of each of their stages to the neighbouring stage, turn off the recompute of any stage (the
+   rules size memory by an estimate; the exact limit may allow it) and turn it on for the stages of
+   devices whose peak is at their limit (their schedule may be waiting for memory). Moves whose split bound is not
    below the best step are pruned (they cannot win); the rest are solved least bound first, and the
    best move is kept while it improves.
 3. **Polish**: the best split again with all the time left, its schedule as the hint (unless proven).
@@ -128,7 +129,8 @@ class _Search:
         return out
 
     def neighbours(self, best: Candidate) -> list[Split]:
-        """Local moves of boundary layers off the busiest devices, and recompute turned off."""
+        """Local moves of boundary layers off the busiest devices, recompute turned off, and turned on
+        where a device's memory peak is at its limit (the schedule may be waiting for memory)."""
         b, rc, S = list(best.split.bounds), best.split.recompute, self.ctx.S
         busy = [0.0] * self.cluster.devices
         for op in best.schedule.ops if best.schedule else []:
@@ -146,6 +148,11 @@ class _Search:
                         if refit is not None:
                             out.append(refit)
         out += [Split.of(b, [f and t != s for t, f in enumerate(rc)]) for s in range(S) if rc[s]]
+        limit = best.problem.memory.limit if best.problem is not None else None
+        if isinstance(limit, list) and best.schedule is not None:  # memory-bound devices: recompute more
+            full = [d for d, peak in enumerate(best.schedule.peak_memory) if peak >= 0.98 * limit[d]]
+            out += [Split.of(b, [f or t == s for t, f in enumerate(rc)]) for s in range(S)
+                    if where[s] in full and not rc[s] and self.ctx.table.can_recompute(b[s], b[s + 1])]
         return [x for x in dict.fromkeys(out) if x not in self.seen]
 
     def run(self) -> tuple[Candidate | None, dict[str, Candidate | None]]:
