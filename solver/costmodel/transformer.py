@@ -229,7 +229,7 @@ def default_cluster(config: TransformerConfig, device: DeviceSpec, link: LinkSpe
     """The :class:`Cluster` of ``devices`` pipeline stages of ``device``: its full memory (the
     planner subtracts each stage's static memory), and ``link`` for comm. Without a link: NVLink
     when the whole pipeline (``devices × tp`` GPUs) fits in one 8-GPU node, InfiniBand otherwise.
-    Microbatches default to ``4 × devices`` (bubble of 1F1B about ``(p-1)/(m+p-1)`` ≈ 16% at p = 8).
+    Microbatches default to ``4 × devices`` (1F1B's bubble ``(p-1)/(m+p-1)`` is then 7/39 ≈ 18% at p = 8).
     """
     if link is None:
         link = LINKS["nvlink"] if devices * config.tp <= 8 else LINKS["ib"]
