@@ -6,14 +6,16 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    (:func:`.bound.window_split`: the ramp in view), the AdaPipe-style DP and the uniform, torchtitan and
    Megatron rules; each distinct split is induced (:mod:`.induce`) and solved with the same method and
    the same time share, so the baselines are measured exactly like the plan.
-   Splits are solved in order of :func:`.bound.split_bound` (a lower bound per split).
+   Splits are solved least lower bound first (:func:`.bound.split_bound`, raised to the solver's
+   analytic bound of the split's problem).
 2. **Local moves** from the best schedule: on the two busiest devices (sum of their ops' durations: the
    device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
    layer of each of their stages to the neighbouring stage, turn off the recompute of any stage (the
    rules size memory by an estimate; the exact limit may allow it) and turn it on for the stages of
-   devices whose peak is at their limit (their schedule may be waiting for memory). Moves whose split bound is not
-   below the best step are pruned (they cannot win); the rest are solved least bound first, and the
-   best move is kept while it improves.
+   devices whose peak is at their limit (their schedule may be waiting for memory). Moves whose split
+   bound is not below the best step are pruned (they cannot win; the cheap bound first, then the
+   analytic one); the rest are solved least bound first, and the best move is kept while it
+   improves.
 3. **Polish**: the best split again with all the time left, its schedule as the hint (unless proven).
 4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
@@ -28,7 +30,16 @@ import math
 import time
 from dataclasses import dataclass
 
-from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, get_method, solve
+from pipesched.solver import (
+    Instance,
+    NotApplicableError,
+    Problem,
+    Schedule,
+    SolveOptions,
+    get_method,
+    solve,
+)
+from pipesched.solver.bounds.analytic import lower_bound
 
 from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
@@ -63,7 +74,8 @@ BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
 class Candidate:
     split: Split
     problem: Problem | None = None
-    bound: float = math.inf  # split_bound of its problem: no schedule of this split is faster
+    bound: float = math.inf  # a lower bound of its problem: no schedule of this split is faster
+    strong: bool = False  # whether ``bound`` includes the solver's analytic bound
     schedule: Schedule | None = None
     reason: str | None = None
     not_applicable: bool = False
@@ -78,8 +90,10 @@ class _Search:
     """Candidates of one microbatch count, each split induced once and solved at most twice (once, and
     the best again with the time left and its schedule as the hint)."""
 
-    def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str, budget: float) -> None:
+    def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str, budget: float,
+                 floor: float = 0.0) -> None:
         self.layers, self.cluster, self.m, self.method = layers, cluster, m, method
+        self.floor = floor  # the bound over all splits: a step meeting it ends the search
         self.ctx = SplitContext.of(layers, cluster, m)
         self.seen: dict[Split, Candidate] = {}
         self.deadline = time.perf_counter() + budget
@@ -97,6 +111,13 @@ class _Search:
             except InfeasibleSplit as e:
                 c.reason = str(e)
         return self.seen[split]
+
+    def strengthen(self, c: Candidate) -> Candidate:
+        """Raise ``c.bound`` to the solver's analytic bound of its problem (about 0.1 s at 3000 ops, so
+        only for candidates about to be ranked for solving)."""
+        if c.problem is not None and not c.strong:
+            c.bound, c.strong = max(c.bound, lower_bound(Instance.from_problem(c.problem))), True
+        return c
 
     def solve(self, c: Candidate, limit: float, hint: Schedule | None = None) -> Candidate:
         if c.problem is None or (c.schedule is not None and hint is None):
@@ -159,14 +180,16 @@ class _Search:
         """Rules first (all solved: they are the baselines), least split bound first; then local moves
         whose bound beats the best step, least bound first; then the best again with the time left."""
         rules = self.rules()
-        todo = sorted((self.prepare(s) for s in dict.fromkeys(x for x in rules.values() if x is not None)),
+        todo = sorted((self.strengthen(self.prepare(s)) for s in dict.fromkeys(x for x in rules.values() if x is not None)),
                       key=lambda c: c.bound)
         for k, c in enumerate(todo):
             self.solve(c, self.share(len(todo) - k) if self.left() > MIN_SHARE_S else MIN_SHARE_S)
         named = {name: (self.seen[s] if s is not None else None) for name, s in rules.items()}
         best = min(self.seen.values(), key=lambda c: c.step, default=None)
-        while best is not None and best.step < math.inf and self.left() > MIN_SHARE_S:
-            moves = sorted((c for c in map(self.prepare, self.neighbours(best)) if c.bound < best.step * (1 - 1e-9)),
+        while best is not None and self.floor * (1 + 1e-9) < best.step < math.inf and self.left() > MIN_SHARE_S:
+            cheap = sorted((c for c in map(self.prepare, self.neighbours(best)) if c.bound < best.step * (1 - 1e-9)),
+                           key=lambda c: c.bound)[:3 * MAX_MOVES]
+            moves = sorted((c for c in map(self.strengthen, cheap) if c.bound < best.step * (1 - 1e-9)),
                            key=lambda c: c.bound)[:MAX_MOVES]
             if not moves:
                 break
@@ -215,7 +238,8 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     choices = cluster.microbatch_choices()
     results = []
     for m in choices:
-        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices))
+        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices),
+                         floor=plan_lower_bound(layers, cluster, m).value)
         best, named = search.run()
         results.append((m, search, best, named))
     found = [r for r in results if r[2] is not None and r[2].step < math.inf]
