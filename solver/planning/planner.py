@@ -98,6 +98,7 @@ class _Search:
         self.seen: dict[Split, Candidate] = {}
         self.deadline = time.perf_counter() + budget
         self.budget = budget
+        self.overrun = 1.0  # the largest measured (wall time / nominal limit) of a solve so far
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -120,13 +121,18 @@ class _Search:
         return c
 
     def solve(self, c: Candidate, limit: float, hint: Schedule | None = None) -> Candidate:
+        """Solve ``c`` within about ``limit`` seconds of wall time: the nominal limit is ``limit`` over
+        the largest overrun measured so far (a loaded machine makes solvers overrun theirs)."""
         if c.problem is None or (c.schedule is not None and hint is None):
             return c
+        nominal = max(limit / self.overrun, MIN_SHARE_S)
+        t0 = time.perf_counter()
         try:
-            found = solve(c.problem, self.method, SolveOptions(time_limit_s=max(limit, MIN_SHARE_S), hint=hint))
+            found = solve(c.problem, self.method, SolveOptions(time_limit_s=nominal, hint=hint))
         except NotApplicableError as e:
             c.reason, c.not_applicable = str(e), True
             return c
+        self.overrun = max(self.overrun, (time.perf_counter() - t0) / nominal)
         if c.schedule is None or (found.ops and found.objective_value < c.step):
             c.schedule, c.reason = found, found.reason
         return c
