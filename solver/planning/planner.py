@@ -243,9 +243,9 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
         return _infeasible(model, cluster, method, reason, t0)
     choices = cluster.microbatch_choices()
     results = []
+    bounds = {m: plan_lower_bound(layers, cluster, m) for m in choices}
     for m in choices:
-        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices),
-                         floor=plan_lower_bound(layers, cluster, m).value)
+        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices), floor=bounds[m].value)
         best, named = search.run()
         results.append((m, search, best, named))
     found = [r for r in results if r[2] is not None and r[2].step < math.inf]
@@ -256,8 +256,7 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
         why = next((c.reason for c in tried if c.reason), "no split fits the devices' memory")
         return _infeasible(model, cluster, method, why, t0)
     m, search, best, named = min(found, key=lambda r: r[2].step / r[0])
-    bound = plan_lower_bound(layers, cluster, m)
-    step = best.step
+    bound, step = bounds[m], best.step
     baselines = [Baseline(name=name, stages=_stages(cluster, c.split) if c else [],
                           step_time=c.step if c and c.step < math.inf else None,
                           status=(c.schedule.status if c and c.schedule and c.schedule.ops else "infeasible"),
@@ -269,7 +268,8 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     return Plan(model=model, cluster=cluster, method=method,
                 status="optimal" if step <= bound.value * (1 + 1e-9) + 1e-9 else "feasible",
                 microbatches=m, stages=_stages(cluster, best.split), problem=best.problem,
-                schedule=best.schedule, step_time=step, lower_bound=min(bound.value, step),
+                schedule=best.schedule, step_time=step,
+                lower_bound=min(bound.value, step),  # equal up to the 12-digit tidying of stage sums
                 lower_bound_derivation=bound.derivation,
                 peak_memory=_peak_memory(layers, cluster, best.split, best.schedule), baselines=baselines,
                 exports=exports, candidates=sum(len(r[1].seen) for r in results),
