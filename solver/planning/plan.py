@@ -42,7 +42,9 @@ class Exports(BaseModel):
 
     megatron_layout: str = Field(..., description="Megatron-LM --pipeline-model-parallel-layout.")
     torchtitan_module_fqns: list[list[str]] = Field(..., description="torchtitan module_fqns_per_model_part.")
-    torch_csv: str = Field("", description="The schedule as torch.distributed.pipelining's compute-only CSV.")
+    torch_csv: str = Field("", description="The schedule as torch.distributed.pipelining's compute-only CSV "
+                           "(written by `pipesched plan`; from Python: pipesched.solver.formats.torch_csv."
+                           "to_torch_csv(plan.schedule), a layer above planning).")
 
 
 class Plan(BaseModel):
