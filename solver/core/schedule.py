@@ -38,6 +38,12 @@ class ScheduledOp(BaseModel):
         return OpId(self.kind, self.stage, self.microbatch)
 
 
+def execution_key(op: ScheduledOp) -> tuple[float, float]:
+    """The one per-device op order: by start, then end; a stable sort keeps equal-time (zero-cost) ops
+    in the order the method ran them, which is the order memory was checked in."""
+    return (op.start, op.end)
+
+
 class Schedule(BaseModel):
     """A solved (or proven infeasible) problem. Serialised exactly like this by CLI and service."""
 
@@ -68,7 +74,7 @@ class Schedule(BaseModel):
         per: list[list[ScheduledOp]] = [[] for _ in range(self.problem.devices)]
         for op in self.ops:
             per[op.device].append(op)
-        return [[o.id for o in sorted(ops, key=lambda o: (o.start, o.end))] for ops in per]
+        return [[o.id for o in sorted(ops, key=execution_key)] for ops in per]
 
     @property
     def gap(self) -> float | None:

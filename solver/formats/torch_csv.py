@@ -12,44 +12,26 @@ microbatch gradients by m when ``scale_grads=True``).
 from __future__ import annotations
 
 from ..core.instance import OpId
-from ..core.schedule import Schedule
+from ..core.ops import dependency_rank
+from ..core.schedule import Order, Schedule
+
+#: ``dependency_rank`` is re-exported for the runtime's plan, which imports it from here.
+__all__ = ["dependency_rank", "rank_programs", "to_torch_csv", "torch_action", "torch_actions"]
 
 _TORCH_TYPE_SPLIT = {"F": "F", "B": "I", "W": "W"}
 _TORCH_TYPE_FUSED = {"F": "F", "B": "B"}
 
 
-def dependency_rank(op: OpId, num_stages: int) -> int:
-    """Position of ``op`` in its microbatch's dependency chain F(0..S-1) -> B(S-1..0) -> W.
-
-    Used to break ties between ops with equal times (zero-cost ops), so that a tie never
-    puts an op before one it depends on.
-    """
-    if op.kind == "F":
-        return op.stage
-    if op.kind == "B":
-        return 2 * num_stages - 1 - op.stage
-    return 2 * num_stages + op.stage
-
-
 def rank_programs(schedule: Schedule) -> list[list[OpId]]:
-    """Each device's ops in execution order: by start, then end, then dependency position.
-
-    Unlike sorting by op name, the tie-break is safe for zero-cost ops (F before B at the last
-    stage, B(s+1) before B(s) at a V turn).
-    """
+    """Each device's ops in execution order: :meth:`Schedule.order`, the one order every consumer reads
+    (by start, then end; ops with equal times keep the order the method ran them in, which is the
+    order the validator checked memory in)."""
     if not schedule.ops:
         raise ValueError(
             f"schedule from method {schedule.method!r} has status {schedule.status!r} and no ops to export"
             + (f" ({schedule.reason})" if schedule.reason else "")
         )
-    stages = schedule.problem.num_stages
-    per: list[list] = [[] for _ in range(schedule.problem.devices)]
-    for o in schedule.ops:
-        per[o.device].append(o)
-    return [
-        [o.id for o in sorted(ops, key=lambda o: (o.start, o.end, dependency_rank(o.id, stages), o.microbatch))]
-        for ops in per
-    ]
+    return schedule.order()
 
 
 def torch_action(op: OpId, split_backward: bool) -> str:
@@ -58,8 +40,12 @@ def torch_action(op: OpId, split_backward: bool) -> str:
     return f"{op.stage}{table[op.kind]}{op.microbatch}"
 
 
+def torch_actions(order: Order, split_backward: bool) -> list[list[str]]:
+    """The lowering pass: our per-device order -> torch's per-rank compute actions (``3F0``, ``3I0``, ...)."""
+    return [[torch_action(op, split_backward) for op in ops] for ops in order]
+
+
 def to_torch_csv(schedule: Schedule) -> str:
     """torch's ``compute_only`` CSV for ``schedule``: row r lists rank r's actions in order."""
-    split = schedule.problem.split_backward
-    rows = [",".join(torch_action(op, split) for op in ops) for ops in rank_programs(schedule)]
-    return "\n".join(rows) + "\n"
+    rows = torch_actions(rank_programs(schedule), schedule.problem.split_backward)
+    return "\n".join(",".join(row) for row in rows) + "\n"

@@ -9,7 +9,7 @@ from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.problem import Problem
-from ..core.schedule import Schedule, ScheduledOp, Status
+from ..core.schedule import Schedule, ScheduledOp, Status, execution_key
 from ..core.tolerance import slack, within_cap
 from .retime import compact
 from .validate import validate
@@ -47,7 +47,7 @@ def finalize(
             )
             for op, t in start.items()
         ),
-        key=lambda o: (o.device, o.start, o.end),  # stable: ties keep ``start``'s (execution) order
+        key=lambda o: (o.device, *execution_key(o)),  # stable: ties keep ``start``'s (execution) order
     )
     objective = objective_value(inst, start)
     bound = analytic_lower_bound(inst)

@@ -1,5 +1,10 @@
 """The CP-SAT formulation, one function per family of constraints (read it next to the maths).
 
+It reads top to bottom like OR-Tools' ``minimal_jobshop_sat.py``: 1. data, 2. variables, 3. no
+overlap, 4. precedences, 5. memory, 6. objective, 7. the whole model, 8. read-back; each section
+opens with its maths. Integer units are :mod:`.scaling`; how CP-SAT searches (parameters, hints,
+search order, the deterministic budget) is :mod:`.run`.
+
 Variables: an integer start ``x_o`` per op ``o``; a fixed-size interval ``[x_o, x_o + d_o)``.
 
 - no overlap: ``NoOverlap`` of the intervals of each device;
@@ -32,14 +37,16 @@ re-times it exactly in the caller's units.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
 from ...core.instance import Instance, OpId
+from ...core.ops import dependency_rank
 from .scaling import Scaling
 
+# ---- 1. Data: the ops, their dependencies with integer lags, and the model's handles -------------
 
 @dataclass
 class OpGraph:
@@ -82,6 +89,9 @@ class CpsatModel:
         return self.start[op] + self.dur[op]
 
 
+# ---- 2. Variables: a start x_o and a fixed-size interval [x_o, x_o + d_o) per op -----------------
+# d_o = floor(cost_o * time scale); release_o <= x_o <= horizon - d_o
+
 def add_op_intervals(cm: CpsatModel) -> None:
     """One start variable and one fixed-size interval per op."""
     for op in cm.graph.ops:
@@ -92,6 +102,9 @@ def add_op_intervals(cm: CpsatModel) -> None:
         cm.interval[op] = cm.model.new_fixed_size_interval_var(x, d, f"i{op.kind}{op.stage}_{op.microbatch}")
 
 
+# ---- 3. No overlap: one op at a time per device --------------------------------------------------
+# NoOverlap({[x_o, x_o + d_o) : device(o) = d}) for every device d
+
 def add_device_no_overlap(cm: CpsatModel) -> None:
     per: dict[int, list[cp_model.IntervalVar]] = {}
     for op in cm.graph.ops:
@@ -99,6 +112,10 @@ def add_device_no_overlap(cm: CpsatModel) -> None:
     for d in sorted(per):
         cm.model.add_no_overlap(per[d])
 
+
+# ---- 4. Precedences: dependencies with comm, and microbatch order (symmetry breaking) ------------
+# x_b >= x_a + d_a + lag(a, b)            for every dependency a -> b
+# x_(k,s,i+1) >= x_(k,s,i) + d_(k,s,i)    for every kind k, stage s, microbatch i
 
 def add_precedences(cm: CpsatModel) -> None:
     for a, b, lag in cm.graph.prec:
@@ -114,11 +131,44 @@ def add_microbatch_order(cm: CpsatModel) -> None:
             cm.model.add(cm.start[nxt] >= cm.end(op))
 
 
-def _levels(inst: Instance, stage: int) -> tuple[float, float] | None:
-    """Memory a microbatch holds on ``stage`` after its F and after its B (None if not both >= 0)."""
-    l1 = inst.delta["F"][stage]
-    l2 = l1 + inst.delta["B"][stage] if inst.split_backward else 0.0
-    return (l1, l2) if l1 >= 0 and l2 >= 0 else None
+# ---- 5. Memory: the per-device cap ---------------------------------------------------------------
+# event(o) = x_o if delta_o > 0 else x_o + d_o; a microbatch on stage s holds L1 = dF from
+# event(F) to event(B) and L2 = dF + dB from event(B) to event(W):
+#   chains (exact for one stage per device):  event(F(s, j + k)) >= event(R(s, j)),  k = floor((cap - L1) / hold) + 1
+#   cumulative (levels >= 0):                  sum of holds over intervals <= cap
+#   reservoir (otherwise):                     running sum of the raw deltas in [.., cap]
+
+def add_memory_chain(cm: CpsatModel) -> frozenset[int]:
+    """Memory caps as precedences ``event(F(s, j + k)) >= event(R(s, j))``; returns the devices whose
+    cap they express exactly (:func:`add_memory` then skips them).
+
+    Valid when every level is >= 0 (as for the cumulative): microbatch j holds ``L1`` from its F event
+    to its B event and at least ``min(L1, L2)`` to its W event (its releasing event ``R``). If
+    F(s, j + k)'s event came before R(s, j), microbatches j .. j + k - 1 would all be holding that
+    memory at that moment (F, B and W run in microbatch order, so their F events are no later and their
+    releasing events no earlier than those of j), and with F(s, j + k)'s own ``L1`` the device would
+    hold at least ``k * hold + L1 > cap`` for ``k = floor((cap - L1) / hold) + 1``. Other stages of
+    the device only add memory.
+
+    Exact (:func:`_chain_is_exact`): memory is ``L1 * (microbatches in flight)``, and with F and R in
+    microbatch order the microbatches in flight at F(s, j + k)'s event are those after the last
+    released one, so the cap ``floor(cap / L1)`` microbatches in flight is exactly the chain.
+    """
+    inst, sc = cm.inst, cm.sc
+    present = set(cm.graph.ops)
+    exact: set[int] = set()
+    for d, stages in enumerate(inst.stages_of_device):
+        if not stages or not math.isfinite(inst.limit[d]):
+            continue
+        cap = sc.capacity(inst.limit[d])
+        for s, kind, k in _memory_chains(inst, sc, stages, cap):
+            for j in range(inst.microbatches - k):
+                f, r = OpId("F", s, j + k), OpId(kind, s, j)
+                if f in present and r in present:
+                    cm.model.add(_event(cm, f) >= _event(cm, r))
+        if _chain_is_exact(inst, sc, stages):
+            exact.add(d)
+    return frozenset(exact)
 
 
 def add_memory(cm: CpsatModel, skip: frozenset[int] = frozenset()) -> None:
@@ -151,6 +201,13 @@ def add_memory(cm: CpsatModel, skip: frozenset[int] = frozenset()) -> None:
                     changes.append(delta)
             if times:
                 model.add_reservoir_constraint(times, changes, -sum(abs(c) for c in changes), cap)
+
+
+def _levels(inst: Instance, stage: int) -> tuple[float, float] | None:
+    """Memory a microbatch holds on ``stage`` after its F and after its B (None if not both >= 0)."""
+    l1 = inst.delta["F"][stage]
+    l2 = l1 + inst.delta["B"][stage] if inst.split_backward else 0.0
+    return (l1, l2) if l1 >= 0 and l2 >= 0 else None
 
 
 def _event(cm: CpsatModel, op: OpId) -> cp_model.LinearExprT:
@@ -228,49 +285,10 @@ def needs_memory_resource(inst: Instance, sc: Scaling) -> bool:
                for d, stages in enumerate(inst.stages_of_device))
 
 
-def add_memory_chain(cm: CpsatModel) -> frozenset[int]:
-    """Memory caps as precedences ``event(F(s, j + k)) >= event(R(s, j))``; returns the devices whose
-    cap they express exactly (:func:`add_memory` then skips them).
-
-    Valid when every level is >= 0 (as for the cumulative): microbatch j holds ``L1`` from its F event
-    to its B event and at least ``min(L1, L2)`` to its W event (its releasing event ``R``). If
-    F(s, j + k)'s event came before R(s, j), microbatches j .. j + k - 1 would all be holding that
-    memory at that moment (F, B and W run in microbatch order, so their F events are no later and their
-    releasing events no earlier than those of j), and with F(s, j + k)'s own ``L1`` the device would
-    hold at least ``k * hold + L1 > cap`` for ``k = floor((cap - L1) / hold) + 1``. Other stages of
-    the device only add memory.
-
-    Exact (:func:`_chain_is_exact`): memory is ``L1 * (microbatches in flight)``, and with F and R in
-    microbatch order the microbatches in flight at F(s, j + k)'s event are those after the last
-    released one, so the cap ``floor(cap / L1)`` microbatches in flight is exactly the chain.
-    """
-    inst, sc = cm.inst, cm.sc
-    present = set(cm.graph.ops)
-    exact: set[int] = set()
-    for d, stages in enumerate(inst.stages_of_device):
-        if not stages or not math.isfinite(inst.limit[d]):
-            continue
-        cap = sc.capacity(inst.limit[d])
-        for s, kind, k in _memory_chains(inst, sc, stages, cap):
-            for j in range(inst.microbatches - k):
-                f, r = OpId("F", s, j + k), OpId(kind, s, j)
-                if f in present and r in present:
-                    cm.model.add(_event(cm, f) >= _event(cm, r))
-        if _chain_is_exact(inst, sc, stages):
-            exact.add(d)
-    return frozenset(exact)
-
-
-def add_search_order(cm: CpsatModel) -> None:
-    """Decision order for a fixed search: ops by ``microbatch + chain rank`` (the time each op would
-    start if microbatch ``i`` entered at ``i`` and nothing waited), ties by rank, then by index;
-    each start takes its least value. Measured on memory-tight unit costs (p = 8, m = 32, limits 2-4):
-    2-5x less deterministic time to prove optimality than the variables' index order."""
-    last = cm.inst.num_stages - 1
-    rank = {"F": lambda s: s, "B": lambda s: 2 * last + 1 - s, "W": lambda s: 2 * last + 2 - s}
-    ops = sorted(cm.start, key=lambda op: (op.microbatch + rank[op.kind](op.stage), rank[op.kind](op.stage)))
-    cm.model.add_decision_strategy([cm.start[op] for op in ops], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
-
+# ---- 6. Objective: makespan or stage span --------------------------------------------------------
+# makespan:    Z >= x_o + d_o + tail_o          for each device's possible last ops o
+# stage span:  Z >= x_last(d) + d_last(d) - x_first(d)   for every device d
+# lower <= Z <= upper (a valid bound and the incumbent); minimise Z
 
 def device_first_last(cm: CpsatModel) -> dict[int, tuple[OpId, list[OpId]]]:
     """Per device: its first op and the ops one of which ends last, given microbatch order.
@@ -315,6 +333,8 @@ def add_objective(cm: CpsatModel, lower: int, upper: int) -> None:
     cm.objective = z
 
 
+# ---- 7. The whole model, family by family --------------------------------------------------------
+
 def build(inst: Instance, sc: Scaling, graph: OpGraph, *, horizon: int, lower: int, upper: int) -> CpsatModel:
     """The whole model, built family by family."""
     cm = CpsatModel(inst, sc, graph, horizon)
@@ -330,22 +350,15 @@ def build(inst: Instance, sc: Scaling, graph: OpGraph, *, horizon: int, lower: i
     return cm
 
 
-def add_hint(cm: CpsatModel, start: Mapping[OpId, float]) -> None:
-    """Hint every start (floored into model units, which keeps a real schedule feasible)."""
-    cm.model.clear_hints()
-    for op, x in cm.start.items():
-        if op in start:
-            cm.model.add_hint(x, max(0, min(cm.horizon, int(math.floor(start[op] * cm.sc.time + 1e-9)))))
-
+# ---- 8. Read-back: a solution's per-device order (the caller re-times it exactly) ----------------
 
 def solved_order(cm: CpsatModel, solver: cp_model.CpSolver) -> list[list[OpId]]:
-    """Per-device order of a solution: by model start, ties by end then dependency rank."""
+    """Per-device order of a solution: by model start, ties by end, then the one tie-break
+    (:func:`pipesched.solver.core.ops.dependency_rank`) the torch CSV and the runtime plan use too."""
     inst = cm.inst
-    last = inst.num_stages - 1
-    rank = {"F": lambda s: s, "B": lambda s: 2 * last + 1 - s, "W": lambda s: 2 * last + 2 - s}
     order: list[list[OpId]] = [[] for _ in range(inst.devices)]
     keyed = sorted(
-        ((solver.value(x), solver.value(x) + cm.dur[op], rank[op.kind](op.stage), op.microbatch, op)
+        ((solver.value(x), solver.value(x) + cm.dur[op], dependency_rank(op, inst.num_stages), op.microbatch, op)
          for op, x in cm.start.items())
     )
     for *_, op in keyed:

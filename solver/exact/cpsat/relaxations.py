@@ -32,8 +32,8 @@ from ortools.sat.python import cp_model
 from ...bounds.analytic import lower_bound as analytic_lower_bound
 from ...bounds.combinatorial import combinatorial_bound
 from ...core.instance import Instance, OpId
-from .formulation import OpGraph, add_hint, build
-from .run import horizon_value, model_lower, solver_parameters
+from .formulation import OpGraph, build
+from .run import add_hint, horizon_value, model_lower, solver_parameters
 from .scaling import Scaling
 
 

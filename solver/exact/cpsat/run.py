@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -28,7 +28,8 @@ from ...budget import (
     RESOURCE_DTIME_PER_SECOND,
     retime_cost,
 )
-from ...core.instance import Instance
+from ...core.instance import Instance, OpId
+from ...core.ops import dependency_rank
 from ...core.problem import Problem
 from ...core.schedule import Schedule
 from ...core.tolerance import slack
@@ -38,8 +39,6 @@ from ...timing.simulate import DeadlockError
 from .formulation import (
     CpsatModel,
     OpGraph,
-    add_hint,
-    add_search_order,
     build,
     needs_memory_resource,
     solved_order,
@@ -52,6 +51,28 @@ class CpsatResult:
     incumbent: Incumbent
     proven_optimal: bool
     bound: float | None  # valid lower bound in caller units, when the model can prove one
+
+
+def add_search_order(cm: CpsatModel) -> None:
+    """Decision order for a fixed search: ops by ``microbatch + chain rank`` (the time each op would
+    start if microbatch ``i`` entered at ``i`` and nothing waited), ties by rank, then by index;
+    each start takes its least value. Measured on memory-tight unit costs (p = 8, m = 32, limits 2-4):
+    2-5x less deterministic time to prove optimality than the variables' index order."""
+    S = cm.inst.num_stages
+
+    def offset(op: OpId) -> int:  # steps from the microbatch's entry if nothing waited: W right after its B
+        return dependency_rank(OpId("B", op.stage, op.microbatch), S) + 1 if op.kind == "W" else dependency_rank(op, S)
+
+    ops = sorted(cm.start, key=lambda op: (op.microbatch + offset(op), offset(op)))
+    cm.model.add_decision_strategy([cm.start[op] for op in ops], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+
+
+def add_hint(cm: CpsatModel, start: Mapping[OpId, float]) -> None:
+    """Hint every start (floored into model units, which keeps a real schedule feasible)."""
+    cm.model.clear_hints()
+    for op, x in cm.start.items():
+        if op in start:
+            cm.model.add_hint(x, max(0, min(cm.horizon, int(math.floor(start[op] * cm.sc.time + 1e-9)))))
 
 
 def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,

@@ -73,30 +73,38 @@ def dualpipe_v_order(inst: Instance) -> Order:
     order: Order = []
     for r in range(p):
         dev = _Device(r, p, inst.split_backward)
+        # Step 1: nF0, n = 2(p - r - 1)
         for _ in range(2 * (p - r - 1)):
             dev.forward(0)
+        # Step 2: nF0F1, n = r + 1
         for _ in range(r + 1):
             dev.forward(0)
             dev.forward(1)
+        # Step 3: nB1W1F1, n = p - r - 1 (the zero-bubble split: each B1 is followed by its W1)
         for _ in range(p - r - 1):
             dev.backward(1)
             dev.forward(1)
+        # Step 4 (main): nF0B1F1B0, n = m - 2p + r + 1
         for _ in range(total - 2 * p + r + 1):
             dev.forward(0)
             dev.backward(1)
             dev.forward(1)
             dev.backward(0)
+        # Step 5: nB1F1B0, n = p - r - 1
         for _ in range(p - r - 1):
             dev.backward(1)
             dev.forward(1)
             dev.backward(0)
+        # Step 6: nB1B0, n = r + 1; from half way on (a step earlier on odd r) the Ws wait in the queue
         half = (r + 1) // 2
         for i in range(r + 1):
             dev.backward(1, defer_w=i > half or (i == half and r % 2 == 1))
             dev.backward(0, defer_w=i >= half)
+        # Step 7: nWB0, n = p - r - 1 (a queued W, then a chunk-0 B whose W is queued)
         for _ in range(p - r - 1):
             dev.weight()
             dev.backward(0, defer_w=True)
+        # Step 8: the queued Ws
         while dev.queue:
             dev.weight()
         order.append(dev.ops)

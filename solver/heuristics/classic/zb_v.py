@@ -52,14 +52,18 @@ def zb_v_order(inst: Instance) -> Order:
     order: Order = []
     for r in range(p):
         dev = _Device(r, 2 * p - 1 - r)
+        # Phase 1 (warm-up): nF0, n = 2(p - r) - 1
         for _ in range(2 * (p - r) - 1):
             dev.emit("F", 0)
+        # Phase 2: nF1F0, n = r
         for _ in range(r):
             dev.emit("F", 1)
             dev.emit("F", 0)
+        # Phase 3: nF1B1W1, n = p - r (chunk 1 has now run p forwards)
         for _ in range(p - r):
             for kind in "FBW":
                 dev.emit(kind, 1)
+        # Phase 4 (steady): n x (F0 while any remain) B0W0F1B1W1, n = max(m, 2p) - p
         while dev.count["F", 1] < total:
             if dev.count["F", 0] < total:
                 dev.emit("F", 0)
@@ -68,6 +72,7 @@ def zb_v_order(inst: Instance) -> Order:
                     dev.emit("F", 1)
                 dev.emit("B", chunk)
                 dev.emit("W", chunk)
+        # Phase 5 (cool-down): nB0B1, n = r; then nB0W0, n = p - r; then every W left
         for _ in range(r):
             dev.emit("B", 0)
             dev.emit("B", 1)
