@@ -22,14 +22,14 @@ from pipesched.solver.core.registry import methods
 from . import page
 from .bodies import validation_error_response
 from .cache import BodyMemo, Cache
-from .jobs import JobManager
 from .metrics import Metrics
 from .middleware import CacheHitFastPath, Guard
 from .models import SolveRequest
 from .routes import jobs, ops, schedules, solve
-from .runner import ProcessRunner
 from .service import Service
 from .settings import Settings
+from .solving.jobs import JobManager
+from .solving.runner import ProcessRunner
 from .store import Store
 
 

@@ -1,7 +1,7 @@
 """``pipesched batch``: solve a sweep of problems in parallel, resumably, into one folder.
 
 Locally every problem runs in its own killable process (the service's
-:class:`~pipesched.api.jobs.ProcessRunner`), so a solver that hangs on one problem costs that
+:class:`~pipesched.api.solving.runner.ProcessRunner`), so a solver that hangs on one problem costs that
 problem, not the sweep; with ``--server`` the problems go through the service's cache instead.
 A schedule already in OUTDIR for the same canonical problem is not solved again, and a bad
 problem is reported and skipped. The exit code is 1 when any problem failed, else 0.
@@ -168,7 +168,7 @@ def _solver(server: str | None, token: str | None, method: str, time_limit_s: fl
 
         return remote
 
-    from .runner import ProcessRunner
+    from .solving.runner import ProcessRunner
 
     runner = ProcessRunner(kill_grace_s=max(5.0, time_limit_s))
 

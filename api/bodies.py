@@ -9,7 +9,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from .cache import Hit
-from .jobs import Job
+from .solving.jobs import Job
 
 
 def solve_json(key: str, cached: bool, hit: Hit, problem_json: str) -> str:

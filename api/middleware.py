@@ -3,7 +3,7 @@
 ``Guard`` refuses bodies over the size cap and counts requests for ``/metrics``.
 ``CacheHitFastPath`` answers cache hits of ``POST /v1/solve``, the commonest request of all,
 before FastAPI's routing, dependency resolution and request/response objects: the same token
-check, the same :func:`~pipesched.api.routes.solve.accept`, the same cache and the same bytes as
+check, the same :func:`~pipesched.api.accept.accept`, the same cache and the same bytes as
 the route, with none of the framework's per-request work. Anything else (a miss, an entry that
 needs a larger budget, a bad body, a wrong token) goes on to the route unchanged.
 """
@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .accept import accept
 from .bodies import solve_json
 from .cache import Accepted
 from .deps import token_ok
 from .metrics import Metrics
-from .routes.solve import accept
 
 #: What ``Guard`` labels a request answered by the fast path with (the route it stands in for).
 _SOLVE_ROUTE = SimpleNamespace(path="/v1/solve")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cache import BodyMemo, Cache
-from .jobs import JobManager
 from .metrics import Metrics
 from .settings import Settings
+from .solving.jobs import JobManager
 from .store import Store
 
 

@@ -117,6 +117,15 @@ def test_folders_do_not_import_their_neighbours(importer: str, forbidden: tuple[
     assert not bad, "\n".join(bad)
 
 
+def test_only_the_app_wires_the_routes() -> None:
+    """Middleware, store, solving processes and bodies never import a route module (they share
+    :mod:`pipesched.api.accept` with it instead); only ``app`` and the routes themselves do."""
+    bad = sorted(f"{m} imports {t}" for m, targets in GRAPH.items()
+                 if m.startswith("pipesched.api") and m != "pipesched.api.app" and not m.startswith("pipesched.api.routes")
+                 for t in targets if t.startswith("pipesched.api.routes"))
+    assert not bad, "\n".join(bad)
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan), i.e. import cycles."""
     index: dict[str, int] = {}

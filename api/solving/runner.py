@@ -1,8 +1,6 @@
-"""One solve per process, killed at its wall-clock deadline (used by the service and by batch).
+"""Start one solve process and wait for its answer, or kill it at its deadline (service and batch).
 
-Processes fork from a forkserver that has already imported every solver (``worker_warm``), so a
-fork costs milliseconds. A solver stuck in native code (CP-SAT, CBC) cannot be interrupted any
-other way than by killing its process, and its crash cannot take the caller down.
+Why a process per solve: see :mod:`pipesched.api.solving`.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ class ProcessRunner:
         self.kill_grace_s = kill_grace_s
         self.solver_workers = solver_workers
         self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["pipesched.api.worker_warm"])
+        self.ctx.set_forkserver_preload(["pipesched.api.solving.preload"])
         self._live: set[mp.process.BaseProcess] = set()
         self._lock = threading.Lock()
 

@@ -16,11 +16,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .cache import Cache, Hit
-from .metrics import Metrics
+from ..cache import Cache, Hit
+from ..metrics import Metrics
+from ..settings import Settings
+from ..store import Entry
 from .runner import Outcome, ProcessRunner
-from .settings import Settings
-from .store import Entry
 
 JobState = Literal["queued", "running", "done", "failed"]
 

@@ -1,9 +1,6 @@
 """What runs inside a solver process: one solve, its answer sent back through a pipe.
 
-Solves run in their own processes (forked from a forkserver that has already imported the
-solver) so the service can enforce a hard wall-clock limit by killing the process: a solver
-stuck in native code (CP-SAT, CBC) cannot be interrupted any other way, and its crash cannot
-take the service down with it.
+Why a process per solve: see :mod:`pipesched.api.solving`.
 """
 
 from __future__ import annotations
