@@ -65,6 +65,9 @@ MIN_SHARE_S = 0.2
 #: Least nominal limit per solve: a portfolio sizes its phases by it (``auto`` skips its exact phases
 #: below about 1 s) and returns as soon as it proves optimality, so more nominal time is cheap.
 NOMINAL_S = 1.0
+#: Assumed overrun of a solver's wall time over its nominal limit before any is measured: auto ran
+#: 6.4 s on a 4.6 s limit (8B, p = 8, m = 32, memory-capped; ``benchmarks/plan.py`` at load 2.5).
+OVERRUN_PRIOR = 1.3
 #: Local moves solved per round, least split bound first.
 MAX_MOVES = 4
 BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
@@ -98,7 +101,7 @@ class _Search:
         self.seen: dict[Split, Candidate] = {}
         self.deadline = time.perf_counter() + budget
         self.budget = budget
-        self.overrun = 1.0  # the largest measured (wall time / nominal limit) of a solve so far
+        self.overrun = OVERRUN_PRIOR  # the largest (wall time / nominal limit) of a solve so far
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
