@@ -20,8 +20,8 @@ Where a row misses, ``off`` says which term: ``contention`` (more ranks than cor
 assumption that a stage costs the sum of its layers: per-block F / B / W of a 1-block stage against
 an all-blocks stage (split backward's graph walks grow with the stage's depth).
 
-    python benchmarks/fidelity.py                  # writes benchmarks/results/fidelity.md
-    python benchmarks/fidelity.py --quick          # a smaller model, fewer steps: checks that it runs
+    python benchmarks/fidelity.py          # writes benchmarks/results/fidelity.md (15 min at load 5)
+    python benchmarks/fidelity.py --quick  # a smaller model, fewer steps: checks that it runs (1 min)
 """
 
 from __future__ import annotations
