@@ -192,6 +192,11 @@ def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
         extras.append(x)
         x *= 2
     extras.append(None)
+    # The head: the two 1F1B-like policies, then warm-up scales near 2 (at limit 2p M_B the early
+    # stages must cover about twice the 1F1B round trip). The exact values (2.06, 2.03, 2.15, ...)
+    # were picked in 3b1c6f4 by trying neighbours of 2 on the zero-bubble paper cases; they are
+    # points of a grid whose best order wins, so an unneeded point costs one simulation, never a
+    # worse answer. ``python benchmarks/zb_paper.py`` shows what they buy.
     head = [Policy(0, "fits"), Policy(1, "fits"), Policy(-2, "eager", scale=2.06), Policy(0, "eager", scale=2.0),
             Policy(-1, "eager", scale=2.0), Policy(-2, "eager", scale=2.25), Policy(-2, "eager", scale=2.1),
             Policy(0, "eager", scale=1.95), Policy(-1, "eager", scale=1.9), Policy(-1, "eager", scale=2.03),

@@ -27,7 +27,6 @@ import time
 
 from ..bounds.analytic import lower_bound as analytic_lower_bound
 from ..bounds.combinatorial import combinatorial_bound
-from ..bounds.feasibility import infeasibility_reason
 from ..budget import (
     BOUND_SHARE,
     CPSAT_OVERSHOOT_S,
@@ -58,7 +57,7 @@ from ..exact.cpsat.run import CpsatResult, finish, solve_model
 from ..exact.cpsat.scaling import Scaling
 from ..heuristics.swap_past_w import polished
 from ..heuristics.warm_start import grid_starts, hint_start, recipe_orders
-from ..timing.finalize import no_schedule
+from ..timing.finalize import infeasible, no_schedule
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
 
@@ -115,9 +114,8 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
 def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
-    reason = infeasibility_reason(inst)
-    if reason:
-        return no_schedule(problem, "auto", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    if (answer := infeasible(problem, "auto", inst, t0)) is not None:
+        return answer
     limit = options.time_limit_s
     deadline = t0 + limit - finish_margin(inst)
     bound = combinatorial_bound(inst)

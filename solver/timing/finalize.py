@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from ..bounds.analytic import lower_bound as analytic_lower_bound
+from ..bounds.feasibility import infeasibility_reason
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
@@ -111,3 +113,12 @@ def no_schedule(problem: Problem, method: str, status: Status, reason: str, *, l
     """An infeasible or timed-out answer: no ops, and a reason in words."""
     return Schedule(problem=problem, method=method, status=status, reason=reason, lower_bound=lower_bound,
                     solve_time_s=round(solve_time_s, 6))
+
+
+def infeasible(problem: Problem, method: str, inst: Instance, t0: float) -> Schedule | None:
+    """The ``infeasible`` answer when :func:`pipesched.solver.bounds.feasibility.infeasibility_reason`
+    proves that no schedule fits the memory limit (the one check every exact method asks), else None."""
+    reason = infeasibility_reason(inst)
+    if reason is None:
+        return None
+    return no_schedule(problem, method, "infeasible", reason, solve_time_s=time.perf_counter() - t0)

@@ -19,7 +19,6 @@ import time
 
 from ...bounds.analytic import lower_bound as analytic_lower_bound
 from ...bounds.combinatorial import combinatorial_bound
-from ...bounds.feasibility import infeasibility_reason
 from ...budget import (
     CPSAT_GRID_SHARE,
     CPSAT_GRID_STOP,
@@ -39,7 +38,7 @@ from ...core.schedule import Schedule
 from ...core.tolerance import slack
 from ...heuristics.swap_past_w import polished
 from ...heuristics.warm_start import grid_starts, hint_start
-from ...timing.finalize import no_schedule
+from ...timing.finalize import infeasible, no_schedule
 from ...timing.retime import Incumbent
 from .run import CpsatResult, finish, solve_model
 
@@ -59,9 +58,8 @@ def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = No
 def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
-    reason = infeasibility_reason(inst)
-    if reason:
-        return no_schedule(problem, "cpsat", "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    if (answer := infeasible(problem, "cpsat", inst, t0)) is not None:
+        return answer
     inc = warm_start(inst, options.hint, CPSAT_GRID_SHARE * options.time_limit_s,
                       t0 + CPSAT_GRID_STOP * options.time_limit_s)
     if inc is None:

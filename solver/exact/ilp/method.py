@@ -19,7 +19,6 @@ import math
 import time
 
 from ...bounds.analytic import lower_bound as analytic_lower_bound
-from ...bounds.feasibility import infeasibility_reason
 from ...budget import (
     BUILD_SECONDS_PER_PAIR,
     CBC_START_S,
@@ -36,7 +35,7 @@ from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
 from ...core.tolerance import slack, within_cap
 from ...heuristics.warm_start import hint_start, recipe_orders
-from ...timing.finalize import finalize, no_schedule
+from ...timing.finalize import finalize, infeasible, no_schedule
 from ...timing.retime import best_times
 from ...timing.simulate import DeadlockError
 from .backends import RunResult, highs_available, run_cbc, run_highs
@@ -119,9 +118,8 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     backend = _check_options(options)
     inst = Instance.from_problem(problem)
-    reason = infeasibility_reason(inst)
-    if reason:
-        return no_schedule(problem, METHOD, "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+    if (answer := infeasible(problem, METHOD, inst, t0)) is not None:
+        return answer
     warm = warm_start(problem, inst, options)
     bound = analytic_lower_bound(inst)
     if warm is not None:

@@ -1,10 +1,25 @@
-"""Small pieces shared by the fixed recipes: applicability checks and microbatch trimming."""
+"""Small pieces shared by the fixed recipes: registration, applicability checks, microbatch trimming."""
 
 from __future__ import annotations
 
-from ...core.instance import OpId
+from collections.abc import Callable
+
+from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.schedule import Order
+from ...core.registry import Applies, SolveFn, SolveOptions, method
+from ...core.schedule import Order, Schedule
+from ...timing.finalize import from_order
+
+
+def recipe(name: str, summary: str, order: Callable[[Instance], Order], applies: Applies | None = None) -> SolveFn:
+    """Register a fixed recipe as method ``name``: its order, timed by the simulator and finalized
+    (:func:`pipesched.solver.timing.finalize.from_order`, which refuses an order over the memory cap)."""
+
+    def solve_recipe(problem: Problem, options: SolveOptions) -> Schedule:
+        inst = Instance.from_problem(problem)
+        return from_order(problem, name, order(inst), inst=inst)
+
+    return method(name, summary, applies)(solve_recipe)
 
 
 def needs_single_stage_loop(name: str, problem: Problem) -> str | None:
@@ -14,6 +29,13 @@ def needs_single_stage_loop(name: str, problem: Problem) -> str | None:
             f"{name} needs stages_per_device = 1 (got {problem.stages_per_device}, placement "
             f"{problem.placement!r}); use interleaved-1f1b, zb-v or greedy"
         )
+    return None
+
+
+def needs_v_placement(name: str, problem: Problem) -> str | None:
+    """Reason a V-shaped recipe (two chunks per device folded into a V) does not apply."""
+    if problem.placement != "v":
+        return f"{name} needs placement 'v' with stages_per_device = 2 (got {problem.placement!r})"
     return None
 
 

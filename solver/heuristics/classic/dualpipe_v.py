@@ -25,16 +25,12 @@ from collections import deque
 
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ._common import keep_microbatches
+from ...core.schedule import Order
+from ._common import keep_microbatches, needs_v_placement, recipe
 
 
 def _applies(problem: Problem) -> str | None:
-    if problem.placement != "v":
-        return f"dualpipe-v needs placement 'v' with stages_per_device = 2 (got {problem.placement!r})"
-    return None
+    return needs_v_placement("dualpipe-v", problem)
 
 
 class _Device:
@@ -111,12 +107,10 @@ def dualpipe_v_order(inst: Instance) -> Order:
     return keep_microbatches(order, m)
 
 
-@method(
+solve_dualpipe_v = recipe(
     "dualpipe-v",
     "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B, Ws deferred "
     "at the tail; needs placement 'v' (stages_per_device = 2).",
-    applies=_applies,
+    dualpipe_v_order,
+    _applies,
 )
-def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "dualpipe-v", dualpipe_v_order(inst), inst=inst)

@@ -7,10 +7,8 @@ uniform costs and no comm.
 from __future__ import annotations
 
 from ...core.instance import Instance, OpId
-from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
+from ...core.schedule import Order
+from ._common import recipe
 
 
 def gpipe_order(inst: Instance) -> Order:
@@ -26,7 +24,4 @@ def gpipe_order(inst: Instance) -> Order:
     return order
 
 
-@method("gpipe", "GPipe: all forwards, then all backwards (W right after B). Any placement.")
-def solve_gpipe(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "gpipe", gpipe_order(inst), inst=inst)
+solve_gpipe = recipe("gpipe", "GPipe: all forwards, then all backwards (W right after B). Any placement.", gpipe_order)

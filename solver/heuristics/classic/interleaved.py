@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ._common import backward, keep_microbatches
+from ...core.schedule import Order
+from ._common import backward, keep_microbatches, recipe
 
 
 def _applies(problem: Problem) -> str | None:
@@ -56,12 +54,10 @@ def interleaved_order(inst: Instance) -> Order:
     return keep_microbatches(order, m)
 
 
-@method(
+solve_interleaved = recipe(
     "interleaved-1f1b",
     "Interleaved 1F1B (Megatron-LM): v chunks per device in microbatch groups of p, bubble "
     "shrinks v times; needs placement 'loop' with stages_per_device >= 2; any m.",
-    applies=_applies,
+    interleaved_order,
+    _applies,
 )
-def solve_interleaved(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "interleaved-1f1b", interleaved_order(inst), inst=inst)

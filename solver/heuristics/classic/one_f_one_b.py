@@ -13,11 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...core.instance import Instance, OpId
-from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ._common import needs_single_stage_loop
+from ...core.schedule import Order
+from ._common import needs_single_stage_loop, recipe
 
 
 def lagged_order(inst: Instance, warmup: Sequence[int], lag: Sequence[int], steady: str = "FBW") -> Order:
@@ -58,12 +55,10 @@ def one_f_one_b_order(inst: Instance) -> Order:
     return lagged_order(inst, [p - 1 - d for d in range(p)], [0] * p, "FBW")
 
 
-@method(
+solve_1f1b = recipe(
     "1f1b",
     "1F1B: p-1-d warm-up forwards, then one forward / one backward (W right after B); "
     "peak p microbatches; needs stages_per_device = 1.",
-    applies=lambda problem: needs_single_stage_loop("1f1b", problem),
+    one_f_one_b_order,
+    lambda problem: needs_single_stage_loop("1f1b", problem),
 )
-def solve_1f1b(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "1f1b", one_f_one_b_order(inst), inst=inst)

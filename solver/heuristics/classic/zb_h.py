@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from ...core.instance import Instance
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ._common import needs_single_stage_loop, needs_split_backward
+from ...core.schedule import Order
+from ._common import needs_single_stage_loop, needs_split_backward, recipe
 from .one_f_one_b import lagged_order
 
 
@@ -44,23 +42,19 @@ def zb_h2_order(inst: Instance) -> Order:
     return lagged_order(inst, [2 * (p - 1 - d) + 1 for d in range(p)], [2 * d for d in range(p)], "BWF")
 
 
-@method(
+solve_zb_h1 = recipe(
     "zb-h1",
     "ZB-H1 (Qi et al. 2024): 1F1B with W delayed d steps on device d; 1F1B's peak memory, "
     "bubble (p-1)(F+B-W); needs split_backward and stages_per_device = 1.",
-    applies=_applies("zb-h1"),
+    zb_h1_order,
+    _applies("zb-h1"),
 )
-def solve_zb_h1(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "zb-h1", zb_h1_order(inst), inst=inst)
 
 
-@method(
+solve_zb_h2 = recipe(
     "zb-h2",
     "ZB-H2 (Qi et al. 2024): 2p-1 in-flight microbatches, bubble (p-1)(F+B-2W) (zero when "
     "F+B=2W); needs split_backward and stages_per_device = 1.",
-    applies=_applies("zb-h2"),
+    zb_h2_order,
+    _applies("zb-h2"),
 )
-def solve_zb_h2(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "zb-h2", zb_h2_order(inst), inst=inst)

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
-from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ._common import keep_microbatches, needs_split_backward
+from ...core.schedule import Order
+from ._common import keep_microbatches, needs_split_backward, needs_v_placement, recipe
 
 
 def _applies(problem: Problem) -> str | None:
-    if problem.placement != "v":
-        return f"zb-v needs placement 'v' with stages_per_device = 2 (got {problem.placement!r})"
-    return needs_split_backward("zb-v", problem)
+    return needs_v_placement("zb-v", problem) or needs_split_backward("zb-v", problem)
 
 
 class _Device:
@@ -86,12 +82,10 @@ def zb_v_order(inst: Instance) -> Order:
     return keep_microbatches(order, m)
 
 
-@method(
+solve_zb_v = recipe(
     "zb-v",
     "ZB-V (Qi et al. 2024): V-shaped two-chunk schedule, 1F1B's peak memory, near-zero bubble "
     "when F=B=W; needs placement 'v' (stages_per_device = 2) and split_backward.",
-    applies=_applies,
+    zb_v_order,
+    _applies,
 )
-def solve_zb_v(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    return from_order(problem, "zb-v", zb_v_order(inst), inst=inst)
