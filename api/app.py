@@ -44,6 +44,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
         app.state.service = Service(settings, store, cache, metrics, manager, BodyMemo(settings.memo_entries))
+        if settings.workers == "external":
+            from .scaleout.front import ExternalJobs
+
+            app.state.service.external = ExternalJobs(settings, store, cache)
+            await app.state.service.external.start()
         # Import the solver modules (OR-Tools, PuLP: seconds) off the event loop now, not inside
         # the first request's method check.
         warm = asyncio.create_task(asyncio.to_thread(methods))
@@ -52,6 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             warm.cancel()
             await manager.close()
+            if app.state.service.external is not None:
+                await app.state.service.external.close()
             store.close()
 
     app = FastAPI(

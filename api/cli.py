@@ -21,6 +21,9 @@ def register(sub: Any) -> None:
     serve.add_argument("--db", default=None, help="sqlite:///path (default ~/.local/share/pipesched/cache.db) "
                        "or postgresql://user@host/db")
     serve.add_argument("--token", default=None, help="bearer token required on POST (or PIPESCHED_TOKEN)")
+    serve.add_argument("--workers", choices=("local", "external"), default=None,
+                       help="local solver processes (default) or 'pipesched worker' processes through "
+                       "the PostgreSQL queue (needs a postgresql:// --db)")
     serve.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     serve.set_defaults(handler=_serve)
 
@@ -48,7 +51,8 @@ def _serve(args: argparse.Namespace) -> int:
     from .settings import Settings
     from .store import Store
 
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "db": args.db, "token": args.token}.items()
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "db": args.db, "token": args.token,
+                                  "workers": args.workers}.items()
                  if v is not None}
     settings = Settings(**overrides)
     try:  # fail with one line now rather than a traceback from inside uvicorn's startup
@@ -56,11 +60,23 @@ def _serve(args: argparse.Namespace) -> int:
     except Exception as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"--db {settings.db}: cannot open the store: {reason}") from None
+    if settings.workers == "external":
+        _check_external(settings.db)
     store_hint = settings.db.split("@")[-1] if "@" in settings.db else settings.db
     print(f"pipesched: serving on http://{settings.host}:{settings.port} (store {store_hint})", flush=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
                 access_log=False)
     return 0
+
+
+def _check_external(db: str) -> None:
+    """--workers external needs the shared PostgreSQL store and the scaleout extra."""
+    if not db.startswith("postgresql"):
+        raise InputError(f"--workers external: needs a postgresql:// --db shared with the workers (got {db})")
+    try:
+        import pipesched.api.scaleout.front  # noqa: F401
+    except ModuleNotFoundError as e:
+        raise InputError(f"--workers external: {e.name} is missing: pip install 'pipesched[scaleout]'") from None
 
 
 def _batch(args: argparse.Namespace) -> int:

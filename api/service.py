@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .cache import BodyMemo, Cache
 from .metrics import Metrics
 from .settings import Settings
 from .solving.jobs import JobManager
 from .store import Store
+
+if TYPE_CHECKING:  # the scale-out package needs its extra; the embedded default never imports it
+    from .scaleout.front import ExternalJobs
 
 
 @dataclass
@@ -19,3 +23,4 @@ class Service:
     metrics: Metrics
     jobs: JobManager
     accepted: BodyMemo
+    external: ExternalJobs | None = None  # set with --workers external

@@ -9,6 +9,7 @@ checks everywhere and which should stay at least as large.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +39,9 @@ class Settings(BaseSettings):
     default_time_limit_s: float = 10.0
     default_wait_s: float = 30.0
 
+    workers: Literal["local", "external"] = Field(
+        "local", description="local: solver processes of this replica; external: 'pipesched worker' processes "
+        "through the PostgreSQL queue (docs/scale-out.md).")
     max_concurrent_solves: int = Field(2, description="Solver processes running at once.")
     max_queued_solves: int = Field(32, description="Distinct solves waiting for a process; more is refused with 429.")
     kill_grace_s: float = Field(5.0, description="A solve is killed at time_limit_s + kill_grace_s wall-clock.")

@@ -20,7 +20,7 @@ from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.io import InputError, describe_validation_error
 
 _COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.solver.costmodel.cli", "pipesched.api.cli",
-                    "pipesched.runtime.cli")
+                    "pipesched.api.scaleout.cli", "pipesched.runtime.cli")
 
 #: Exit code for bad input (file, JSON, field) or a method that does not apply.
 EXIT_USAGE = 2

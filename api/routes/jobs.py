@@ -16,8 +16,11 @@ router = APIRouter(tags=["jobs"])
 async def get_job(job: str, svc: ServiceDep) -> Response:
     """State: queued, running, done (with ``result`` as POST /v1/solve would give it) or failed (with ``error``).
 
-    Jobs live in the memory of the replica that started them; finished ones are kept for a while.
+    Jobs live in the memory of the replica that started them (finished ones are kept for a while),
+    or, with ``--workers external``, in the shared PostgreSQL job table that every replica reads.
     """
+    if svc.external is not None:
+        return await svc.external.job_response(job)
     found = svc.jobs.get(job)
     if found is None:
         return JSONResponse({"detail": f"no job {job!r} on this server (unknown, or finished long ago)"},

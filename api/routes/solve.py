@@ -24,6 +24,7 @@ from ..accept import accept
 from ..bodies import failed_job_response, solve_response
 from ..deps import token_refusal
 from ..models import ErrorBody, JobAccepted, SolveResponse, ValidationErrorBody
+from ..scaleout import PRIORITY_HEADER
 from ..service import Service
 from ..solving.jobs import Overloaded
 
@@ -74,6 +75,8 @@ async def solve(request: Request) -> Response:
         if best is not None and _better(best.entry.objective_value, hint.entry.objective_value if hint else None):
             hint = best
     svc.metrics.cache_misses += 1
+    if svc.external is not None:  # --workers external: the shared queue, any replica, any worker
+        return await svc.external.solve(accepted, hint, request.headers.get(PRIORITY_HEADER))
     try:
         job, _shared = svc.jobs.submit(key, method, problem_json, time_limit_s, hint)
     except Overloaded as e:

@@ -1,0 +1,67 @@
+"""``pipesched worker``: run solves from the shared PostgreSQL queue (the scale-out mode)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from pipesched.solver.core.io import InputError
+
+
+def register(sub: Any) -> None:
+    worker = sub.add_parser(
+        "worker",
+        help="run solves queued by 'pipesched serve --workers external' (needs pipesched[scaleout])",
+        description="Claim solve jobs from the PostgreSQL queue shared with 'pipesched serve --workers external' "
+        "replicas, run each in its own process killed at time_limit_s + grace, and store the schedules in "
+        "the shared cache. Run any number, on any host. Settings also come from PIPESCHED_* variables.",
+    )
+    worker.add_argument("--db", default=None, help="postgresql://user@host/db (or PIPESCHED_DB)")
+    worker.add_argument("--concurrency", type=int, default=1, help="solves at once in this worker (default 1)")
+    worker.add_argument("--max-attempts", type=int, default=3,
+                        help="attempts before a job whose workers keep dying is failed (default 3)")
+    worker.add_argument("--heartbeat-timeout", type=float, default=10.0,
+                        help="seconds without a heartbeat before another worker takes a job over (default 10)")
+    worker.add_argument("--log-level", default="warning", help="log level (default warning)")
+    worker.set_defaults(handler=_worker)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from ..settings import Settings
+
+    settings = Settings(**({"db": args.db} if args.db else {}))
+    if not settings.db.startswith("postgresql"):
+        raise InputError(f"--db {settings.db}: the worker needs the shared PostgreSQL store (postgresql://...)")
+    for flag, value, low in (("--concurrency", args.concurrency, 1), ("--max-attempts", args.max_attempts, 1),
+                             ("--heartbeat-timeout", args.heartbeat_timeout, 1)):
+        if value < low:
+            raise InputError(f"{flag} must be >= {low} (got {value:g})")
+    try:
+        from .worker import Worker, WorkerConfig
+    except ModuleNotFoundError as e:
+        raise InputError(f"the worker needs the scaleout extra ({e.name} is missing): "
+                         "pip install 'pipesched[scaleout]'") from None
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config = WorkerConfig(db=settings.db, table_prefix=settings.table_prefix, concurrency=args.concurrency,
+                          max_attempts=args.max_attempts, heartbeat_timeout_s=args.heartbeat_timeout,
+                          kill_grace_s=settings.kill_grace_s)
+    asyncio.run(_run(Worker, config))
+    return 0
+
+
+async def _run(worker_cls: Any, config: Any) -> None:
+    try:
+        worker = worker_cls(config)
+    except Exception as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"--db {config.db}: cannot open the store: {reason}") from None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # finish the solves in hand, claim no more
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, worker.stop.set)
+    print(f"pipesched: worker {worker.name} solving up to {config.concurrency} at once", flush=True)
+    await worker.run()

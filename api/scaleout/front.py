@@ -1,0 +1,92 @@
+"""The API replica's side of ``--workers external``: enqueue a solve, wait for it, report any job.
+
+A replica keeps nothing in memory: the job is a queue row (pgqueuer) plus a record in the job
+table, and the schedule lands in the shared cache, so any replica answers ``GET /v1/jobs/{id}``
+and a replica that dies while a request waits loses nothing (the worker finishes the job; the
+client's retry is a cache hit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
+
+from ..bodies import failed_job_response, job_json, solve_response
+from ..cache import Accepted, Cache, Hit
+from ..settings import Settings
+from ..solving.jobs import Job
+from ..store import Store
+from .jobtable import JobTable
+from .queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE, JobQueue, dedupe_key
+
+#: Polling interval of a waiting request: starts short (a fast solve answers fast), grows to the cap.
+_POLL_FIRST_S, _POLL_MAX_S = 0.02, 0.25
+
+
+class ExternalJobs:
+    """Solves run by ``pipesched worker`` processes on any host, through the shared PostgreSQL."""
+
+    def __init__(self, settings: Settings, store: Store, cache: Cache) -> None:
+        if store.dialect != "postgresql":
+            raise ValueError(f"--workers external needs a postgresql:// store (got {settings.db!r})")
+        self.store, self.cache = store, cache
+        self.queue = JobQueue(settings.db, settings.table_prefix)
+        self.table = JobTable(store.engine, settings.table_prefix)
+
+    async def start(self) -> None:
+        await self.queue.install()
+
+    async def close(self) -> None:
+        await self.queue.close()
+
+    async def solve(self, accepted: Accepted, hint: Hit | None, priority: str | None) -> Response:
+        """Enqueue (or join) the solve and wait up to ``wait_s``; 202 with the job id after that."""
+        hint_json = hint.schedule_json(accepted.problem_json) if hint and hint.entry.objective_value is not None else None
+        payload = json.dumps({"key": accepted.key, "method": accepted.method, "budget_s": accepted.time_limit_s,
+                              "problem": accepted.problem_json, "hint": hint_json}).encode()
+        level = PRIORITY_BATCH if (priority or "").lower() == "batch" else PRIORITY_INTERACTIVE
+        job_id = await self.queue.enqueue(payload, level, dedupe_key(accepted.key, accepted.method,
+                                                                     accepted.time_limit_s))
+        await asyncio.to_thread(self.table.record, job_id, accepted.key, accepted.method,
+                                accepted.time_limit_s, accepted.problem_json)
+        row = await self._wait(job_id, accepted.wait_s)
+        if row is None or row.state not in ("done", "failed"):
+            state = row.state if row is not None else "queued"
+            return JSONResponse({"job": job_id, "key": accepted.key, "state": state}, status_code=202,
+                                headers={"Location": f"/v1/jobs/{job_id}"})
+        job = await asyncio.to_thread(self._job, row)
+        if job.state == "done" and job.hit is not None:
+            return solve_response(accepted.key, False, job.hit, accepted.problem_json)
+        return failed_job_response(job)
+
+    async def job_response(self, job_id: str) -> Response:
+        """``GET /v1/jobs/{id}`` from the shared tables, whichever replica enqueued the job."""
+        row = await asyncio.to_thread(self.table.get, job_id)
+        if row is None:
+            return JSONResponse({"detail": f"no job {job_id!r} (unknown to the shared job table)"}, status_code=404)
+        return Response(job_json(await asyncio.to_thread(self._job, row)), media_type="application/json")
+
+    async def _wait(self, job_id: str, wait_s: float) -> Any | None:
+        deadline = time.monotonic() + wait_s
+        delay = _POLL_FIRST_S
+        while True:
+            row = await asyncio.to_thread(self.table.get, job_id)
+            left = deadline - time.monotonic()
+            if (row is not None and row.state in ("done", "failed")) or left <= 0:
+                return row
+            await asyncio.sleep(min(delay, left))
+            delay = min(delay * 2, _POLL_MAX_S)
+
+    def _job(self, row: Any) -> Job:
+        """The job record in the shape the local job manager uses, so the bodies are shared."""
+        hit = None
+        if row.state == "done":
+            entry = self.store.get(row.key, row.method)
+            hit = self.cache.remember(entry) if entry is not None else None
+        return Job(id=row.id, key=row.key, method=row.method, time_limit_s=row.budget_s, problem_json=row.problem,
+                   state=row.state, created_at=row.created_at, finished_at=row.finished_at,
+                   outcome=row.outcome, error=row.error, hit=hit)

@@ -1,0 +1,117 @@
+"""Real parts for the scale-out tests (helpers; the fixtures are in conftest.py): a fresh PostgreSQL database per module, ``pipesched serve
+--workers external`` replicas and ``pipesched worker`` processes on loopback.
+
+Missing pieces (the ``scaleout`` or ``ray`` extra, the PostgreSQL server) skip the tests locally
+and fail them when ``PIPESCHED_REQUIRE_SCALEOUT=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def need(what: str, ok: bool) -> None:
+    """Skip without ``what``, or fail when CI requires the scale-out tests to run."""
+    if ok:
+        return
+    if os.environ.get("PIPESCHED_REQUIRE_SCALEOUT") == "1":
+        pytest.fail(f"PIPESCHED_REQUIRE_SCALEOUT=1 but {what}")
+    pytest.skip(what)
+
+
+def need_module(module: str, extra: str) -> None:
+    need(f"{module} is not installed (pip install -e '.[{extra}]')", importlib.util.find_spec(module) is not None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def admin_sql(url: str, sql: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall() if cur.description else []
+
+
+class Proc:
+    """A ``pipesched`` sub-command in its own process group, with a log file and a hard lifetime."""
+
+    def __init__(self, args: list[str], log: Path, lifetime_s: float = 600) -> None:
+        env = {**os.environ, "PIPESCHED_KILL_GRACE_S": "10", "OMP_NUM_THREADS": "1"}
+        self.log = log
+        self.proc = subprocess.Popen(
+            ["timeout", "-s", "KILL", str(int(lifetime_s)), sys.executable, "-m", "pipesched", *args],
+            env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)  # noqa: SIM115
+
+    def pid(self) -> int:
+        """The python process (``timeout`` is its parent)."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return int(out[0]) if out else -1
+
+    def kill9(self) -> None:
+        """SIGKILL the pipesched process alone: what a crash or the OOM killer does."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid(), signal.SIGKILL)
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+
+
+class Replica(Proc):
+    def __init__(self, db: str, log: Path) -> None:
+        self.port = free_port()
+        super().__init__(["serve", "--port", str(self.port), "--db", db, "--workers", "external"], log)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"replica exited with {self.proc.returncode}: {log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("replica did not become healthy in 90 s")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def post(self, body: dict, **kwargs) -> httpx.Response:  # noqa: ANN003
+        return httpx.post(f"{self.url}/v1/solve", json=body, timeout=120, **kwargs)
+
+    def job(self, job_id: str) -> dict:
+        r = httpx.get(f"{self.url}/v1/jobs/{job_id}", timeout=30)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def wait_job(self, job_id: str, timeout_s: float = 120) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job["state"] in ("done", "failed"):
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} not finished after {timeout_s} s: {job}")
+
+
+def start_worker(db: str, log: Path, *flags: str) -> Proc:
+    return Proc(["worker", "--db", db, "--heartbeat-timeout", "3", "--log-level", "info", *flags], log)

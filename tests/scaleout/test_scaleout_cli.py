@@ -1,0 +1,21 @@
+"""Bad input to the scale-out commands: one line naming the flag and the reason, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipesched.cli import main
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["worker", "--db", "sqlite:///x.db"], "--db sqlite:///x.db: the worker needs the shared PostgreSQL store"),
+    (["worker", "--db", "postgresql://u@127.0.0.1/db", "--concurrency", "0"], "--concurrency must be >= 1 (got 0)"),
+    (["worker", "--db", "postgresql://u@127.0.0.1/db", "--max-attempts", "0"], "--max-attempts must be >= 1"),
+    (["serve", "--db", "sqlite:///x.db", "--workers", "external"], "--workers external: needs a postgresql:// --db"),
+])
+def test_bad_scaleout_flags_are_one_line_and_exit_2(argv: list[str], says: str, tmp_path, monkeypatch,  # noqa: ANN001
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pipesched: error: ") and says in err and "\n" not in err, err
