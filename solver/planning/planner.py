@@ -2,7 +2,8 @@
 
 A decomposition: candidate splits are scheduled by an ordinary method, the best kept.
 
-1. **Rules** (:mod:`.split`): the balanced DP, the split the lower bound's stage windows favour
+1. **Rules** (:mod:`.split`): the balanced DP (and, for v >= 2, it rebalanced per device), the split
+   the lower bound's stage windows favour
    (:func:`.bound.window_split`: the ramp in view), the AdaPipe-style DP and the uniform, torchtitan and
    Megatron rules; each distinct split is induced (:mod:`.induce`) and solved with the same method and
    the same time share, so the baselines are measured exactly like the plan.
@@ -50,6 +51,7 @@ from .split import (
     SplitContext,
     adapipe,
     balanced,
+    chunk_balanced,
     least_recompute,
     megatron,
     min_max_cap,
@@ -147,7 +149,9 @@ class _Search:
 
     def rules(self) -> dict[str, Split | None]:
         ctx, layers = self.ctx, self.layers
-        out = {"balanced": balanced(ctx), "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
+        bal = balanced(ctx)
+        out = {"balanced": bal, "devices": chunk_balanced(ctx),
+               "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
                "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers), "torchtitan": torchtitan(ctx, layers),
                "megatron": megatron(ctx, layers)}
         if all(s is None for s in out.values()):  # the estimate fits nothing: let the exact limit decide

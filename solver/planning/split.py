@@ -135,10 +135,12 @@ def min_max_cap(ctx: SplitContext) -> float:
     return best[n]
 
 
-def least_recompute(ctx: SplitContext, cap: float) -> tuple[Split, float] | None:
-    """The split with every stage's work <= ``cap`` and memory fitting that recomputes the least work,
-    with that recompute work (None if no split meets the cap)."""
+def least_recompute(ctx: SplitContext, cap: float | list[float]) -> tuple[Split, float] | None:
+    """The split with every stage's work <= ``cap`` (one for all, or one per stage) and memory fitting
+    that recomputes the least work, with that recompute work (None if no split meets the caps).
+    O(S · n · L) with L the most layers a stage can hold under its cap."""
     t, n = ctx.table, ctx.table.n
+    caps = cap if isinstance(cap, list) else [cap] * ctx.S
     best = [INF] * (n + 1)
     best[0] = 0.0
     back: list[list[tuple[int, bool]]] = []
@@ -147,11 +149,11 @@ def least_recompute(ctx: SplitContext, cap: float) -> tuple[Split, float] | None
         nxt, arg = [INF] * (n + 1), [(-1, False)] * (n + 1)
         for j in range(lo, hi + 1):
             for i in range(j - 1, s - 1, -1):
-                if t.work(i, j) > cap * (1 + 1e-12) + 1e-12:
+                if t.work(i, j) > caps[s] * (1 + 1e-12) + 1e-12:
                     break
                 if best[i] == INF:
                     continue
-                rc = ctx.choice(s, i, j, cap)
+                rc = ctx.choice(s, i, j, caps[s])
                 if rc is None:
                     continue
                 value = best[i] + (t.recompute_extra(i, j) if rc else 0.0)
@@ -289,3 +291,40 @@ def megatron(ctx: SplitContext, layers: list[ExpandedLayer]) -> Split | None:
             if best is None or (heaviest, extra) < best[:2]:
                 best = (heaviest, extra, split)
     return best[2] if best else None
+
+
+@_loosened
+def chunk_balanced(ctx: SplitContext) -> Split | None:
+    """v = 2: balance devices, not stages. Device d holds one stage of each chunk (stage d and, under
+    loop placement, d + p; under V, 2p − 1 − d), so with a cap ``c_1`` on the first chunk's stages and
+    ``c_2`` on the second's every device carries at most ``c_1 + c_2``. The least ``c_1 + c_2`` over the
+    stage works up to ``C*`` is found by two pointers (the least feasible ``c_2`` only grows as ``c_1``
+    shrinks), then the least-recompute split under those caps. None for v != 2."""
+    if ctx.cluster.stages_per_device != 2:
+        return None
+    c_star, t, p = min_max_cap(ctx), ctx.table, ctx.cluster.devices
+    if c_star == INF:
+        return None
+    values: set[float] = set()
+    for i in range(t.n):
+        for j in range(i + 1, t.n + 1):
+            if t.work(i, j) > c_star * (1 + 1e-12):
+                break
+            values |= {t.work(i, j, rc) for rc in (False, True) if _le(t.work(i, j, rc), c_star)}
+    caps = sorted({float(f"{x:.12g}") for x in values} | {c_star})
+
+    def split(c1: float, c2: float) -> tuple[Split, float] | None:
+        return least_recompute(ctx, [c1] * p + [c2] * p)
+
+    best: tuple[float, Split] | None = None
+    k2 = 0
+    for c1 in reversed(caps):
+        while k2 < len(caps) and split(c1, caps[k2]) is None:
+            k2 += 1
+        if k2 == len(caps):
+            break
+        if best is None or c1 + caps[k2] < best[0]:
+            found = split(c1, caps[k2])
+            assert found is not None
+            best = (c1 + caps[k2], found[0])
+    return ctx.with_recompute(best[1].bounds, best[1].recompute) if best else None

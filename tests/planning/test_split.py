@@ -14,6 +14,7 @@ from pipesched.solver.planning.split import (
     SplitContext,
     adapipe,
     balanced,
+    chunk_balanced,
     least_recompute,
     megatron,
     min_max_cap,
@@ -113,3 +114,23 @@ def test_megatron_puts_fewer_blocks_next_to_a_heavy_head() -> None:
     assert split is not None and split.bounds[-2] == 8  # one block beside the head
     t, b = ctx.table, split.bounds
     assert max(t.work(b[s], b[s + 1]) for s in range(4)) == 9.0  # uniform's 2 blocks + head: 12
+
+
+def test_chunk_caps_balance_devices_that_pair_stages() -> None:
+    # V placement on 2 devices: device 0 holds stages 0 and 3, device 1 stages 1 and 2. Equal stage
+    # caps give every stage 3 ms; a cap of 4 on the first chunk and 2 on the second pairs them evenly.
+    model = Model.model_validate({"layers": [{"name": "x", "repeat": 6, "forward": 1.0, "backward_input": 0.0,
+                                              "backward_weight": 0.0}]})
+    cluster = Cluster(devices=2, stages_per_device=2, placement="v", microbatches=4)
+    ctx = SplitContext.of(model.expanded(), cluster, 4)
+    split = chunk_balanced(ctx)
+    assert split is not None and split.errors(6, 4) == []
+
+    def device_work(s: Split) -> list[float]:
+        work = [0.0, 0.0]
+        for k in range(4):
+            work[ctx.device[k]] += ctx.table.work(s.bounds[k], s.bounds[k + 1])
+        return work
+
+    assert device_work(split) == [3.0, 3.0]
+    assert chunk_balanced(SplitContext.of(model.expanded(), Cluster(devices=2, microbatches=4), 4)) is None
