@@ -52,6 +52,7 @@ from .split import (
     adapipe,
     balanced,
     chunk_balanced,
+    device_balanced,
     least_recompute,
     megatron,
     min_max_cap,
@@ -150,7 +151,7 @@ class _Search:
     def rules(self) -> dict[str, Split | None]:
         ctx, layers = self.ctx, self.layers
         bal = balanced(ctx)
-        out = {"balanced": bal, "devices": chunk_balanced(ctx),
+        out = {"balanced": bal, "chunks": chunk_balanced(ctx), "devices": device_balanced(ctx, bal),
                "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
                "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers), "torchtitan": torchtitan(ctx, layers),
                "megatron": megatron(ctx, layers)}

@@ -328,3 +328,44 @@ def chunk_balanced(ctx: SplitContext) -> Split | None:
             assert found is not None
             best = (c1 + caps[k2], found[0])
     return ctx.with_recompute(best[1].bounds, best[1].recompute) if best else None
+
+
+def device_balanced(ctx: SplitContext, start: Split | None, max_rounds: int = 200) -> Split | None:
+    """``start`` improved by *transfers* while they lower the devices' work sorted from the largest down
+    (compared lexicographically, so a move off one of several equally busiest devices counts): a
+    transfer shifts the boundaries between stages ``a < c`` by one layer, so ``a`` gains a layer, ``c``
+    loses one and the stages between keep their size (one layer moves the whole way, which single
+    boundary moves cannot do when the stages between sit on equally busy devices). Every device stays
+    within the memory estimate. A no-op for v = 1 (the balanced DP already minimises the busiest device)."""
+    if start is None or ctx.cluster.devices == ctx.S:
+        return start
+    t, S = ctx.table, ctx.S
+    b, rc = list(start.bounds), start.recompute
+
+    def loads(bounds: list[int]) -> list[float]:
+        out = [0.0] * ctx.cluster.devices
+        for s in range(S):
+            out[ctx.device[s]] += t.work(bounds[s], bounds[s + 1], rc[s])
+        return out
+
+    def key(bounds: list[int]) -> list[float]:
+        return sorted((round(x, 9) for x in loads(bounds)), reverse=True)
+
+    current = key(b)
+    for _ in range(max_rounds):
+        best: tuple[list[float], list[int]] | None = None
+        for a in range(S):
+            for c in range(a + 1, S):
+                for step in (1, -1):  # +1: stage a gains a layer from c; -1: a gives one to c
+                    moved = b[:a + 1] + [x + step for x in b[a + 1:c + 1]] + b[c + 1:]
+                    if any(moved[s + 1] <= moved[s] for s in (a, c)):
+                        continue
+                    k = key(moved)
+                    if k < current and (best is None or k < best[0]) and all(
+                            _le(ctx.device_demand(Split.of(moved, rc), d), ctx.cluster.memory(d))
+                            for d in {ctx.device[s] for s in range(a, c + 1)}):
+                        best = (k, moved)
+        if best is None:
+            break
+        current, b = best
+    return Split.of(b, rc)
