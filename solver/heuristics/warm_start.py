@@ -31,7 +31,7 @@ def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = 
                 keep: int | None = None) -> list[tuple[str, Incumbent]]:
     """The zero-bubble grid's orders, best first (the ``keep`` best), named ``zb-auto[k]``."""
     cands = zb_candidates(inst, seconds, deadline)[:keep]
-    return [(f"zb-auto[{k}]", Incumbent(c.order, c.start, c.objective)) for k, c in enumerate(cands)]
+    return [(f"zb-auto[{k}]", c) for k, c in enumerate(cands)]
 
 
 def recipe_orders(problem: Problem, options: SolveOptions,

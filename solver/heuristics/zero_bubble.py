@@ -26,7 +26,7 @@ from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
 from ..core.tolerance import within_cap
-from ..timing.retime import compact
+from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 
 _EPS = 1e-9
@@ -214,16 +214,7 @@ def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
     return grid[: max(1, size)]
 
 
-@dataclass(frozen=True)
-class Candidate:
-    policy: Policy
-    order: Order
-    start: dict[OpId, float]
-    objective: float
-    makespan: float
-
-
-def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None) -> list[Candidate]:
+def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None) -> list[Incumbent]:
     """Every policy of the grid (sized for the nominal budget ``seconds``) that yields an order,
     timed by :func:`compact`, best first. ``deadline`` (a ``perf_counter`` time) is only a safety
     net for an overloaded machine: once passed, the grid stops as soon as it has one order."""
@@ -236,7 +227,7 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
         except DeadlockError:
             continue
         start = compact(inst, order)
-        out.append((objective_value(inst, start), makespan(inst, start), k,
-                    Candidate(pol, order, start, objective_value(inst, start), makespan(inst, start))))
+        value = objective_value(inst, start)
+        out.append((value, makespan(inst, start), k, Incumbent(order, start, value)))
     out.sort(key=lambda c: c[:3])
     return [c[3] for c in out]
