@@ -15,6 +15,7 @@ from pipesched.solver.planning.split import (
     adapipe,
     balanced,
     chunk_balanced,
+    device_balanced,
     least_recompute,
     megatron,
     min_max_cap,
@@ -134,3 +135,21 @@ def test_chunk_caps_balance_devices_that_pair_stages() -> None:
 
     assert device_work(split) == [3.0, 3.0]
     assert chunk_balanced(SplitContext.of(model.expanded(), Cluster(devices=2, microbatches=4), 4)) is None
+
+
+def test_transfers_move_layers_through_stages_until_v_devices_balance() -> None:
+    layers = small_model(10).expanded()  # embed, 10 blocks, a head worth two blocks
+    cluster = Cluster(devices=2, stages_per_device=2, placement="v", microbatches=8)
+    ctx = SplitContext.of(layers, cluster, 8)
+    start = Split.of([0, 1, 2, 3, 12])  # device 0: embed + 7 blocks + head = 28, device 1: 6
+
+    def busiest(s: Split) -> float:
+        work = [0.0, 0.0]
+        for k in range(4):
+            work[ctx.device[k]] += ctx.table.work(s.bounds[k], s.bounds[k + 1])
+        return max(work)
+
+    moved = device_balanced(ctx, start)
+    assert moved is not None and moved.errors(len(layers), 4) == []
+    assert busiest(moved) == 19.0  # 37 ms of whole layers on two devices: 19 | 18 at best
+    assert device_balanced(SplitContext.of(layers, Cluster(devices=2, microbatches=8), 8), start) is start
