@@ -1,242 +1,214 @@
 """``pipesched batch``: solve a sweep of problems in parallel, resumably, into one folder.
 
-Locally every problem runs in its own killable process (the service's
-:class:`~pipesched.api.solving.runner.ProcessRunner`), so a solver that hangs on one problem costs that
-problem, not the sweep; with ``--server`` the problems go through the service's cache instead.
-A schedule already in OUTDIR for the same canonical problem is not solved again, and a bad
-problem is reported and skipped. The exit code is 1 when any problem failed, else 0.
+Each problem runs on an engine (:mod:`pipesched.api.batch_engines`: locally one killable process
+per problem, so a solver that hangs costs that problem, not the sweep; or the service's cache with
+``--server``). The driver here reads the sweep, decides what is already done, feeds the engine
+from ``jobs`` threads and writes each schedule as it arrives.
+
+Resume follows the service's cache rule: finished work is keyed by (canonical problem, method)
+and recorded in ``OUTDIR/solved.jsonl`` with the time limit it was given; it is reused when final
+(``optimal``, ``infeasible``) or given at least the time asked for now, else solved again,
+warm-started from it. ``force`` solves everything again.
+
+Ctrl-C / SIGTERM: the engine kills its solves, finished schedules stay, the summary lists what
+is done and what was not run, and the exit code is 130. Otherwise 1 when any problem failed.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import os
+import queue
+import signal
 import sys
-import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from pipesched.solver.core.canonical import problem_key
-from pipesched.solver.core.io import describe_validation_error
-from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.io import InputError
 from pipesched.solver.core.schedule import Schedule
 
-SUMMARY_FIELDS = ("name", "status", "method", "makespan", "objective", "lower_bound", "gap", "bubble", "time_s", "error")
+from .batch_engines import Engine, EngineConfig, StopBatch, make_engine
+from .batch_io import Item, Progress, Row, read_items, write_atomic, write_summary
+
+#: One JSON line per finished solve: name, key, method, time_limit_s (what resume compares).
+SOLVED_LOG = "solved.jsonl"
+FINAL_STATUSES = ("optimal", "infeasible")
+EXIT_INTERRUPTED = 130
 
 
-@dataclass
-class Item:
-    name: str
-    problem: Problem | None = None
-    error: str | None = None
+@dataclass(frozen=True)
+class Previous:
+    """A schedule already in OUTDIR and whether it answers this run as is."""
+
+    schedule: Schedule
+    enough: bool
 
 
-@dataclass
-class Row:
-    name: str
-    schedule: Schedule | None = None
-    error: str | None = None
-    time_s: float = 0.0
-
-    def cells(self) -> dict[str, str]:
-        s = self.schedule
-
-        def num(x: float | None) -> str:
-            return "" if x is None else f"{x:.6g}"
-
-        return {
-            "name": self.name,
-            "status": s.status if s else "error",
-            "method": s.method if s else "",
-            "makespan": num(s.makespan if s else None),
-            "objective": num(s.objective_value if s else None),
-            "lower_bound": num(s.lower_bound if s else None),
-            "gap": num(s.gap if s else None),
-            "bubble": num(s.bubble_ratio if s else None),
-            "time_s": f"{self.time_s:.3f}",
-            "error": self.error or (s.reason or "" if s else ""),
-        }
-
-
-def read_items(source: str | Path) -> list[Item]:
-    """Problems from a folder of ``.json`` files or a ``.jsonl`` file; unreadable ones carry their error."""
-    src = Path(source)
-    raw: list[tuple[str, Any, str | None]] = []
-    if src.is_dir():
-        for path in sorted(src.glob("*.json")):
-            try:
-                raw.append((path.stem, json.loads(path.read_text()), None))
-            except (OSError, ValueError) as e:
-                raw.append((path.stem, None, f"{path.name}: not valid JSON ({e})"))
-    elif src.is_file():
-        for n, line in enumerate(src.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            name = f"{src.stem}-{n:05d}"
-            try:
-                data = json.loads(line)
-            except ValueError as e:
-                raw.append((name, None, f"line {n}: not valid JSON ({e})"))
-                continue
-            if isinstance(data, dict) and "problem" in data and isinstance(data.get("name"), str):
-                name, data = data["name"], data["problem"]
-            raw.append((name, data, None))
-    else:
-        raise FileNotFoundError(f"{src}: no such file or folder")
-    items, seen = [], set()
-    for name, data, error in raw:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "problem"
-        while safe in seen:
-            safe += "_"
-        seen.add(safe)
-        if error is not None:
-            items.append(Item(safe, error=error))
-            continue
+def solved_log(out: Path) -> dict[str, dict[str, Any]]:
+    """The last record per name in ``OUTDIR/solved.jsonl`` (a torn last line is ignored)."""
+    records: dict[str, dict[str, Any]] = {}
+    try:
+        lines = (out / SOLVED_LOG).read_text().splitlines()
+    except OSError:
+        return records
+    for line in lines:
         try:
-            items.append(Item(safe, problem=Problem.model_validate(data)))
-        except ValidationError as e:
-            items.append(Item(safe, error=f"invalid problem: {describe_validation_error(e)}"))
-    return items
+            record = json.loads(line)
+            records[record["name"]] = record
+        except (ValueError, KeyError, TypeError):
+            continue
+    return records
 
 
-def already_solved(out: Path, item: Item) -> Schedule | None:
-    """The schedule in OUTDIR for this item, if it answers the same canonical problem."""
+def previous(out: Path, item: Item, record: dict[str, Any] | None, method: str, time_limit_s: float) -> Previous | None:
+    """The schedule in OUTDIR for (this problem, this method), if there is one."""
     path = out / f"{item.name}.json"
-    if item.problem is None or not path.exists():
+    if item.problem is None or record is None or not path.exists():
+        return None
+    key = problem_key(item.problem)
+    if record.get("key") != key or record.get("method") != method:
         return None
     try:
         schedule = Schedule.model_validate_json(path.read_text())
     except (OSError, ValueError):
         return None  # a damaged file is solved again
-    return schedule if problem_key(schedule.problem) == problem_key(item.problem) else None
+    if problem_key(schedule.problem) != key:
+        return None
+    budget = float(record.get("time_limit_s", 0.0))
+    return Previous(schedule, schedule.status in FINAL_STATUSES or budget >= time_limit_s)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop`` instead of raising where they land (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-class Progress:
-    """A one-line progress bar with rate and ETA on a terminal; a line per ~10% otherwise."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total, self.done, self.stream = total, 0, stream
-        self.t0 = time.monotonic()
-        self.tty = stream.isatty()
-        self._last_decile = -1
-
-    def step(self) -> None:
-        self.done += 1
-        elapsed = time.monotonic() - self.t0
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.done) / rate if rate > 0 else 0.0
-        filled = int(30 * self.done / max(1, self.total))
-        line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
-                f"{rate:.1f}/s ETA {int(eta) // 60}:{int(eta) % 60:02d}")
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if self.done == self.total else ""))
-        elif self.done * 10 // max(1, self.total) != self._last_decile or self.done == self.total:
-            self._last_decile = self.done * 10 // max(1, self.total)
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def _solver(server: str | None, token: str | None, method: str, time_limit_s: float):  # noqa: ANN202
-    """A function ``problem -> (schedule JSON, error)`` solving locally or through the service."""
-    if server:
-        from pipesched.client import Client, ServiceError
-
-        client = Client(server, token=token, cache_dir=False, timeout=time_limit_s + 60)
-
-        def remote(problem: Problem) -> tuple[str | None, str | None]:
-            try:
-                return client.solve(problem, method, time_limit_s).model_dump_json(), None
-            except ServiceError as e:
-                return None, str(e)
-
-        return remote
-
-    from .solving.runner import ProcessRunner
-
-    runner = ProcessRunner(kill_grace_s=max(5.0, time_limit_s))
-
-    def local(problem: Problem) -> tuple[str | None, str | None]:
-        outcome, payload = runner.run(problem.model_dump_json(), method, time_limit_s, None)
-        return (payload, None) if outcome == "ok" else (None, payload)
-
-    return local
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: str = "auto",
               time_limit_s: float = 10.0, server: str | None = None, token: str | None = None,
-              stream: TextIO | None = None) -> int:
+              engine: str = "local", force: bool = False, stream: TextIO | None = None) -> int:
     stream = stream or sys.stderr
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     items = read_items(problems)
+    config = EngineConfig(method=method, time_limit_s=time_limit_s, server=server, token=token, jobs=jobs)
+    try:
+        runner = make_engine(engine, config)
+    except StopBatch as e:
+        raise InputError(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    log = {} if force else solved_log(out)
     rows: dict[str, Row] = {}
-    todo: list[Item] = []
+    todo: list[tuple[Item, Schedule | None]] = []
     for item in items:
         if item.error is not None:
             rows[item.name] = Row(item.name, error=item.error)
             print(f"pipesched: skipping {item.name}: {item.error}", file=stream)
-        elif (done := already_solved(out, item)) is not None:
-            rows[item.name] = Row(item.name, schedule=done, time_s=done.solve_time_s)
+            continue
+        prev = previous(out, item, log.get(item.name), method, time_limit_s)
+        if prev is not None and prev.enough:
+            rows[item.name] = Row(item.name, schedule=prev.schedule, time_s=prev.schedule.solve_time_s)
         else:
-            todo.append(item)
-    skipped = len(items) - len(todo) - sum(1 for r in rows.values() if r.error)
-    print(f"pipesched: {len(todo)} to solve, {skipped} already in {out}, "
-          f"{sum(1 for r in rows.values() if r.error)} unreadable", file=stream)
-    solve = _solver(server, token, method, time_limit_s)
-    progress = Progress(len(todo), stream)
-
-    def one(item: Item) -> Row:
-        assert item.problem is not None
-        t0 = time.perf_counter()
-        schedule_json, error = solve(item.problem)
-        elapsed = time.perf_counter() - t0
-        if error is not None or schedule_json is None:
-            return Row(item.name, error=error, time_s=elapsed)
-        schedule = Schedule.model_validate_json(schedule_json)
-        write_atomic(out / f"{item.name}.json", schedule.model_dump_json() + "\n")
-        return Row(item.name, schedule=schedule, time_s=elapsed)
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, item) for item in todo]
-        for future in as_completed(futures):
-            row = future.result()
-            rows[row.name] = row
-            if row.error:
-                stream.write(f"\npipesched: {row.name} failed: {row.error}\n" if progress.tty
-                             else f"pipesched: {row.name} failed: {row.error}\n")
-            progress.step()
-    ordered = [rows[i.name] for i in items]
+            todo.append((item, prev.schedule if prev else None))
+    unreadable = sum(1 for r in rows.values() if r.error)
+    again = sum(1 for _, hint in todo if hint is not None)
+    print(f"pipesched: {len(todo)} to solve, {len(rows) - unreadable} already in {out}, {unreadable} unreadable"
+          + (f"; {again} of those again, with a larger time limit" if again else ""), file=stream)
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        fatal = _run(todo, runner, config, out, rows, stop, Progress(len(todo), stream), stream)
+    interrupted = stop.is_set() and fatal is None
+    ordered = [rows.get(i.name) or Row(i.name, interrupted=True) for i in items]
     write_summary(out, ordered)
     failed = [r.name for r in ordered if r.error]
-    print(f"pipesched: {len(ordered) - len(failed)} solved, {len(failed)} failed; summary in "
-          f"{out / 'summary.md'}", file=stream)
+    not_run = sum(1 for r in ordered if r.interrupted)
+    done = len(ordered) - len(failed) - not_run
+    if fatal is not None:
+        raise InputError(f"{fatal} (stopped at the first problem; {done} done, summary in {out / 'summary.md'})")
+    if interrupted:
+        print(f"pipesched: interrupted: {done} done, {len(failed)} failed, {not_run} not run; "
+              f"summary in {out / 'summary.md'}", file=stream)
+        return EXIT_INTERRUPTED
+    print(f"pipesched: {done} solved, {len(failed)} failed; summary in {out / 'summary.md'}", file=stream)
     return 1 if failed else 0
 
 
-def write_summary(out: Path, rows: list[Row]) -> None:
-    cells = [r.cells() for r in rows]
-    with open(out / "summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=SUMMARY_FIELDS)
-        writer.writeheader()
-        writer.writerows(cells)
-    lines = ["| " + " | ".join(SUMMARY_FIELDS) + " |", "|" + "---|" * len(SUMMARY_FIELDS)]
-    for c in cells:
-        lines.append("| " + " | ".join(c[k].replace("|", "\\|") for k in SUMMARY_FIELDS) + " |")
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: EngineConfig, out: Path,
+         rows: dict[str, Row], stop: threading.Event, progress: Progress, stream: TextIO) -> str | None:
+    """Feed ``todo`` to the engine from daemon threads (so a stuck solve never holds up the exit);
+    return the message of an error that stops the sweep, if one happened."""
+    pending: queue.SimpleQueue[tuple[Item, Schedule | None]] = queue.SimpleQueue()
+    for entry in todo:
+        pending.put(entry)
+    results: queue.SimpleQueue[Row | StopBatch] = queue.SimpleQueue()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                item, hint = pending.get_nowait()
+            except queue.Empty:
+                return
+            results.put(_one(item, hint, engine, stop))
+
+    width = max(1, min(engine.slots or config.jobs, len(todo)))
+    for _ in range(width if todo else 0):
+        threading.Thread(target=work, daemon=True, name="pipesched-batch").start()
+    received, fatal = 0, None
+    deadline: float | None = None  # once stopping: how long to wait for solves being killed
+    while received < len(todo):
+        if stop.is_set() and deadline is None:
+            engine.stop()
+            deadline = time.monotonic() + 1.0
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        try:
+            got = results.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        received += 1
+        if isinstance(got, StopBatch):
+            fatal = fatal or str(got)
+            stop.set()
+            continue
+        if got.interrupted:
+            continue
+        rows[got.name] = got
+        if got.schedule is not None:
+            write_atomic(out / f"{got.name}.json", got.schedule.model_dump_json() + "\n")
+            with open(out / SOLVED_LOG, "a") as f:
+                f.write(json.dumps({"name": got.name, "key": problem_key(got.schedule.problem),
+                                    "method": config.method, "time_limit_s": config.time_limit_s}) + "\n")
+        elif got.error:
+            stream.write(f"{chr(10) if progress.tty else ''}pipesched: {got.name} failed: {got.error}\n")
+        progress.step()
+    return fatal
+
+
+def _one(item: Item, hint: Schedule | None, engine: Engine, stop: threading.Event) -> Row | StopBatch:
+    assert item.problem is not None
+    t0 = time.perf_counter()
+    try:
+        schedule_json, error = engine.solve(item.problem, hint)
+    except StopBatch as e:
+        return e
+    elapsed = time.perf_counter() - t0
+    if schedule_json is None:
+        return Row(item.name, error=error, time_s=elapsed, interrupted=stop.is_set())
+    return Row(item.name, schedule=Schedule.model_validate_json(schedule_json), time_s=elapsed)

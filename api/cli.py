@@ -8,6 +8,8 @@ from typing import Any
 
 from pipesched.solver.core.io import InputError
 
+from .batch_engines import ENGINES
+
 
 def register(sub: Any) -> None:
     serve = sub.add_parser(
@@ -41,6 +43,10 @@ def register(sub: Any) -> None:
     batch.add_argument("--token", default=None, help="bearer token for --server")
     batch.add_argument("--method", default="auto", help="method (default auto)")
     batch.add_argument("--time-limit", type=float, default=10.0, help="seconds per problem (default 10)")
+    batch.add_argument("--force", action="store_true",
+                       help="solve every problem again, even those already solved in OUTDIR")
+    batch.add_argument("--engine", default="local", choices=sorted(ENGINES),
+                       help="where each problem runs (default local: one solver process per problem)")
     batch.set_defaults(handler=_batch)
 
 
@@ -86,5 +92,7 @@ def _batch(args: argparse.Namespace) -> int:
         raise InputError(f"{args.problems}: no such file or folder")
     if args.jobs < 1:
         raise InputError(f"--jobs must be >= 1 (got {args.jobs})")
+    if not args.time_limit > 0:
+        raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
     return run_batch(args.problems, args.out, jobs=args.jobs, method=args.method, time_limit_s=args.time_limit,
-                     server=args.server, token=args.token)
+                     server=args.server, token=args.token, engine=args.engine, force=args.force)

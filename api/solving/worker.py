@@ -6,6 +6,7 @@ Why a process per solve: see :mod:`pipesched.api.solving`.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -32,6 +33,9 @@ def _exit_with_parent(parent: int) -> None:
 def run_solve(conn: Connection, problem_json: str, method: str, time_limit_s: float, hint_json: str | None,
               workers: int) -> None:
     """Solve and send ``("ok", schedule_json)``, ``("not_applicable", msg)`` or ``("error", msg)``."""
+    # Ctrl-C reaches the whole terminal process group; the parent decides when a solve stops (it
+    # kills it), so the solve must not die on its own with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     try:
         problem = Problem.model_validate_json(problem_json)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,32 +27,56 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _load(path: str | Path, model: type[BaseModel], what: str) -> BaseModel:
+def parse_json(data: str | bytes, where: str) -> Any:
+    """JSON from text or bytes, or an :class:`InputError` naming ``where`` and the reason.
+
+    Bytes must be UTF-8 (RFC 8259). Nesting deep enough to exhaust the parser's recursion limit
+    (thousands of ``[``; a problem needs 3 levels) is refused the same way.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{where}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read") from None
+
+
+def read_input(path: str | Path, what: str) -> Any:
+    """Parsed JSON of a file, or of stdin when ``path`` is ``-``."""
+    if str(path) == "-":
+        return parse_json(sys.stdin.buffer.read(), "stdin")
     p = Path(path)
     try:
-        text = p.read_text()
+        raw = p.read_bytes()
     except OSError as e:
         raise InputError(f"cannot read {what} file {p}: {e.strerror or e}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    return parse_json(raw, str(p))
+
+
+_UNREAD = object()
+
+
+def _load(path: str | Path, model: type[BaseModel], what: str, data: Any = _UNREAD) -> BaseModel:
+    where = "stdin" if str(path) == "-" else str(Path(path))
+    if data is _UNREAD:
+        data = read_input(path, what)
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise InputError(f"{p}: invalid {what}: {describe_validation_error(e)}") from None
+        raise InputError(f"{where}: invalid {what}: {describe_validation_error(e)}") from None
 
 
 def load_problem(path: str | Path) -> Problem:
-    """A problem from a JSON file; a schedule file is accepted too (its ``problem`` is used)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError):
-        data = None
+    """A problem from a JSON file (``-``: stdin); a schedule file is accepted too (its ``problem`` is used)."""
+    data = read_input(path, "problem")
     if isinstance(data, dict) and "problem" in data and "ops" in data:
-        return load_schedule(p).problem
-    return _load(p, Problem, "problem")  # type: ignore[return-value]
+        return _load(path, Schedule, "schedule", data).problem  # type: ignore[attr-defined]
+    return _load(path, Problem, "problem", data)  # type: ignore[return-value]
 
 
 def load_schedule(path: str | Path) -> Schedule:

@@ -36,7 +36,7 @@ def test_batch_solves_reports_the_bad_problem_and_resumes(tmp_path: Path, capsys
 
     before = {n: (out / n).stat().st_mtime_ns for n in solved}
     (out / "p2m4.json").unlink()
-    main(["batch", str(sweep), "-o", str(out), "--jobs", "2", "--method", "gpipe"])
+    main(["batch", str(sweep), "-o", str(out), "--jobs", "2", "--method", "gpipe", "--time-limit", "5"])
     assert "1 to solve, 2 already in" in capsys.readouterr().err
     assert (out / "p2m3.json").stat().st_mtime_ns == before["p2m3.json"]  # not solved again
     assert (out / "p2m4.json").exists()
