@@ -9,8 +9,12 @@ cluster, a queue) registers one more entry beside ``local``.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
@@ -59,7 +63,34 @@ def local_engine(config: EngineConfig) -> Engine:
             raise StopBatch(f"--method: {payload}")
         return None, payload
 
-    return Engine(solve=solve, stop=runner.kill_all)
+    def stop() -> None:
+        # What the solves started first (PuLP runs CBC as a child process, which killing the
+        # solve alone would orphan), then the solves.
+        for proc in list(runner._live):  # noqa: SLF001 (the runner has no public list of its processes)
+            if proc.pid is not None:
+                kill_descendants(proc.pid)
+        runner.kill_all()
+
+    return Engine(solve=solve, stop=stop)
+
+
+def kill_descendants(root: int) -> None:
+    """SIGKILL every process below ``root``, deepest first (Linux ``/proc``; elsewhere nothing)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    order, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            order.append(child)
+            stack.append(child)
+    for pid in reversed(order):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def server_engine(config: EngineConfig) -> Engine:
