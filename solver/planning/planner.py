@@ -2,13 +2,12 @@
 
 A decomposition: candidate splits are scheduled by an ordinary method, the best kept.
 
-1. **Rules** (:mod:`.split`): the balanced DP (and, for v >= 2, it rebalanced per device), the split
-   the lower bound's stage windows favour
-   (:func:`.bound.window_split`: the ramp in view), the AdaPipe-style DP and the uniform, torchtitan and
-   Megatron rules; each distinct split is induced (:mod:`.induce`) and solved with the same method and
-   the same time share, so the baselines are measured exactly like the plan.
-   Splits are solved least lower bound first (:func:`.bound.split_bound`, raised to the solver's
-   analytic bound of the split's problem).
+1. **Rules** (:mod:`.split`): the balanced DP, for v >= 2 the chunk-capped and device-balanced splits,
+   the split the lower bound's stage windows favour (:func:`.bound.window_split`: the ramp in view),
+   the AdaPipe-style DP and the uniform, torchtitan and Megatron rules; each distinct split is induced
+   (:mod:`.induce`) and solved with the same method and the same time share, so the baselines are
+   measured exactly like the plan. Splits are solved least lower bound first
+   (:func:`.bound.split_bound`, raised to the solver's analytic bound of the split's problem).
 2. **Local moves** from the best schedule: on the two busiest devices (sum of their ops' durations: the
    device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
    layer of each of their stages to the neighbouring stage, turn off the recompute of any stage (the
