@@ -22,6 +22,7 @@ from pipesched.solver.core.registry import methods
 from . import page
 from .bodies import validation_error_response
 from .cache import BodyMemo, Cache
+from .errors import RequestIds, configure_logging
 from .metrics import Metrics
 from .middleware import CacheHitFastPath, Guard
 from .models import SolveRequest
@@ -71,7 +72,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (solve.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
     app.add_middleware(CacheHitFastPath, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)  # outermost
+    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(RequestIds)  # outermost: ids every request, logs and answers unexpected errors
+    configure_logging()
     app.openapi = _openapi_with_solve_request(app)  # type: ignore[method-assign]
     return app
 

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from .cache import Hit
+from .errors import REQUEST_ID, log
 from .solving.jobs import Job
 
 
@@ -60,7 +61,11 @@ def failed_job_response(job: Job) -> JSONResponse:
         detail = [{"loc": ["body", "method"], "msg": job.error or "", "type": "not_applicable"}]
         return JSONResponse({"detail": detail, "error": f"method: {job.error}"}, status_code=422)
     status = 504 if job.outcome == "killed" else 500
+    rid = REQUEST_ID.get()
+    if status == 500:  # a solver bug or a crashed process: the log line the request id points to
+        log.error("request %s: job %s (key %s, method %s) failed: %s", rid, job.id, job.key, job.method, job.error)
     return JSONResponse(
-        {"detail": job.error or "the solve failed", "job": job.id, "key": job.key, "state": job.state},
+        {"detail": job.error or "the solve failed", "job": job.id, "key": job.key, "state": job.state,
+         "request_id": rid},
         status_code=status,
     )

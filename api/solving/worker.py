@@ -5,6 +5,7 @@ Why a process per solve: see :mod:`pipesched.api.solving`.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -47,7 +48,8 @@ def run_solve(conn: Connection, problem_json: str, method: str, time_limit_s: fl
         conn.send(("ok", schedule.model_dump_json()))
     except NotApplicableError as e:
         conn.send(("not_applicable", str(e)))
-    except Exception as e:  # a solver bug: report it, the service stays up
+    except Exception as e:  # a solver bug: report it (traceback to the log), the service stays up
+        logging.getLogger("pipesched.solve").exception("a %s solve failed", method)
         conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         conn.close()

@@ -23,6 +23,11 @@ PerStage = float | list[float]
 #: Relative tolerance used when checking that a stage's memory deltas sum to zero.
 DELTA_SUM_TOLERANCE = 1e-9
 
+#: Largest magnitude accepted for a cost, the comm latency, a memory delta or limit (and the planning
+#: model's sizes): far beyond any real model (1e12 ms is 30 years), small enough that sums over the
+#: op cap stay exact to about 1e-4 relative in float64 and scaled integer models stay in int64.
+MAX_MAGNITUDE = 1e12
+
 
 @dataclass(frozen=True)
 class ProblemCaps:
@@ -134,12 +139,20 @@ def _per_stage(name: str, value: PerStage, stages: int, *, non_negative: bool) -
     if isinstance(value, list) and len(values) != stages:
         return [f"{name} has {len(values)} entries but the model has S = devices * stages_per_device = {stages} stages"], []
     errors: list[str] = []
-    for s, x in enumerate(values):
-        if not math.isfinite(x):
-            errors.append(f"{name}[{s}] must be finite (got {x})")
-        elif non_negative and x < 0:
-            errors.append(f"{name}[{s}] must be >= 0 (got {x})")
+    for s, x in enumerate(values if isinstance(value, list) else [value]):
+        where = f"{name}[{s}]" if isinstance(value, list) else name
+        if (e := number_error(where, x, non_negative=non_negative)) is not None:
+            errors.append(e)
     return errors, values
+
+
+def number_error(where: str, x: float, *, non_negative: bool) -> str | None:
+    """Why ``x`` is not an acceptable cost, delta or limit (finite, ``|x| <= MAX_MAGNITUDE``), or None."""
+    if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
+        return f"{where} must be a finite number of magnitude <= {MAX_MAGNITUDE:g} (got {x:g})"
+    if non_negative and x < 0:
+        return f"{where} must be >= 0 (got {x:g})"
+    return None
 
 
 def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
@@ -168,9 +181,8 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
     for field in ("forward", "backward_input", "backward_weight"):
         errs, costs[field] = _per_stage(f"costs.{field}", getattr(problem.costs, field), stages, non_negative=True)
         errors += errs
-    comm = problem.costs.comm
-    if not math.isfinite(comm) or comm < 0:
-        errors.append(f"costs.comm must be finite and >= 0 (got {comm})")
+    if (e := number_error("costs.comm", problem.costs.comm, non_negative=True)) is not None:
+        errors.append(e)
     deltas = {}
     for field in ("forward", "backward_input", "backward_weight"):
         errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages, non_negative=False)
@@ -192,6 +204,7 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
         errors.append(f"memory.limit has {len(limit)} entries but there are {problem.devices} devices")
     elif limit is not None:
         for d, x in enumerate(limit if isinstance(limit, list) else [limit]):
-            if math.isnan(x) or x < 0:
-                errors.append(f"memory.limit{'[' + str(d) + ']' if isinstance(limit, list) else ''} must be >= 0 (got {x})")
+            where = f"memory.limit[{d}]" if isinstance(limit, list) else "memory.limit"
+            if (e := number_error(where, x, non_negative=True)) is not None:
+                errors.append(e)
     return errors

@@ -17,9 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-#: Largest magnitude accepted for a cost, a delta, a size or a memory figure: far beyond any real model
-#: (1e12 ms is 30 years), small enough that sums over thousands of ops stay exact to float precision.
-MAX_MAGNITUDE = 1e12
+from ..core.problem import MAX_MAGNITUDE  # one range for every cost, delta, size and memory figure
 
 
 def _check_number(where: str, x: float, *, non_negative: bool) -> str | None:

@@ -1,0 +1,36 @@
+"""A real server on loopback: unrepresentable numbers are a 422 naming the field and the range;
+an unexpected error is a JSON 500 naming a request id that the server log has, with its traceback."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from api_servers import Server
+
+
+def test_an_overflowing_cost_is_a_422_naming_the_field_and_the_range(server: Server) -> None:
+    r = server.post({"problem": {"devices": 4, "microbatches": 4, "costs": {"forward": 1e308}}, "method": "greedy"})
+    assert r.status_code == 422, r.text
+    assert "costs.forward must be a finite number of magnitude <= 1e+12 (got 1e+308)" in r.json()["error"]
+    assert "costs.forward[" not in r.json()["error"]  # a scalar is reported once, not per stage
+
+
+def test_an_unexpected_error_is_logged_with_its_traceback_and_a_json_500_names_its_request_id(
+        make_server, tmp_path: Path) -> None:  # noqa: ANN001
+    server: Server = make_server(f"sqlite:///{tmp_path / 'cache.db'}").start()
+    with sqlite3.connect(tmp_path / "cache.db") as db:  # the store loses its table under the running server
+        db.execute("DROP TABLE entries")
+    r = server.get("/v1/schedules/" + "0" * 64)
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json", r.text
+    rid = r.json()["request_id"]
+    assert rid and r.headers["x-request-id"] == rid and rid in r.json()["detail"]
+    server.stop()
+    log = server.log.read_text()
+    assert f"request {rid}: GET /v1/schedules/{'0' * 64} failed" in log, log
+    assert "Traceback (most recent call last)" in log and "no such table: entries" in log, log
+
+
+def test_every_response_carries_a_request_id_and_keeps_a_sane_one_it_was_given(server: Server) -> None:
+    assert server.get("/healthz").headers["x-request-id"]
+    assert server.get("/healthz", headers={"x-request-id": "trace-42"}).headers["x-request-id"] == "trace-42"
