@@ -12,12 +12,13 @@ torch-free: the plan can be built and inspected without torch.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Literal
 
 from pipesched.solver.core.instance import Instance, OpId
+from pipesched.solver.core.ops import dependency_rank
 from pipesched.solver.core.schedule import Schedule
-from pipesched.solver.formats.torch_csv import dependency_rank
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,20 @@ def consumer_of(inst: Instance, op: OpId) -> OpId | None:
 
 
 def global_sequence(schedule: Schedule) -> list[OpId]:
-    """Every op once, in an order that respects each device's order and every dependency."""
+    """Every op once, in an order that respects each device's order and every dependency.
+
+    A merge of the per-device orders of :meth:`Schedule.order` (so zero-cost ops at one instant run in
+    the order the schedule, its memory check and the torch CSV give them), taking the earliest op among
+    the devices' next ones; ties across devices go to the op earlier in its microbatch's chain.
+    """
     stages = schedule.problem.num_stages
-    ops = sorted(schedule.ops, key=lambda o: (o.start, o.end, dependency_rank(o.id, stages), o.microbatch, o.device))
-    return [o.id for o in ops]
+    timed = {o.id: o for o in schedule.ops}
+
+    def key(op: OpId) -> tuple[float, float, int, int]:
+        o = timed[op]
+        return (o.start, o.end, dependency_rank(op, stages), o.device)
+
+    return list(heapq.merge(*schedule.order(), key=key))
 
 
 def rank_plan(schedule: Schedule, rank: int, inst: Instance | None = None) -> list[Instruction]:
