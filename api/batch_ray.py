@@ -3,30 +3,39 @@
 Each task runs one solve exactly as the local engine does (a process forked from a warm
 forkserver, killed at ``time_limit_s + grace``: :class:`~pipesched.api.solving.runner.ProcessRunner`).
 Ray reuses its worker processes, so the solver modules and the forkserver are set up once per
-worker, not once per problem. Results come back to the driver, which writes OUTDIR, the resume
-check and the summary exactly as the local engine does (:mod:`pipesched.api.batch`).
+worker, not once per problem. Answers come back to the driver (:mod:`pipesched.api.batch`), which
+writes OUTDIR, the resume log, the progress bar and the summary exactly as for the local engine;
+the driver keeps as many problems in flight as the cluster has CPUs.
 
 Node loss: a task whose node dies is re-run elsewhere by Ray (``max_retries``, system failures
 only: a solver error is an answer, not a reason to retry). The driver writes each problem's file
-once, from the one result it receives.
+once, from the one answer it receives.
+
+Importing this module registers the engine (``ENGINES["ray"]``); Ray itself is imported only when
+the engine is made. The cluster address is ``RAY_ADDRESS`` (``--address`` sets it); without one,
+Ray starts a local cluster on this machine.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
 from functools import cache
 from typing import Any
 
 from pipesched.solver.core.problem import Problem
+from pipesched.solver.core.schedule import Schedule
+
+from .batch_engines import ENGINES, Answer, Engine, EngineConfig, StopBatch
 
 #: Ray re-runs a task this many times when its node or worker process dies.
 TASK_RETRIES = 3
 
 
-def _solve_in_worker(problem_json: str, method: str, time_limit_s: float, kill_grace_s: float) -> tuple[str, str]:
-    """Body of the Ray task: ``(outcome, schedule JSON or error)``; the runner is kept per worker."""
-    return _runner(kill_grace_s).run(problem_json, method, time_limit_s, None)
+def _solve_in_worker(problem_json: str, method: str, time_limit_s: float, hint_json: str | None,
+                     kill_grace_s: float) -> tuple[str, str]:
+    """Body of the Ray task: ``(outcome, schedule JSON or error)``; one runner per Ray worker."""
+    return _runner(kill_grace_s).run(problem_json, method, time_limit_s, hint_json)
 
 
 @cache
@@ -36,33 +45,53 @@ def _runner(kill_grace_s: float) -> Any:
     return ProcessRunner(kill_grace_s)
 
 
-def connect(address: str | None) -> int:
-    """Join the cluster at ``address`` (``auto`` or ``host:port``; None starts a local one).
-
-    Returns the cluster's CPU count: how many problems the driver keeps in flight.
-    """
-    import ray
-
+def ray_engine(config: EngineConfig) -> Engine:
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise StopBatch("--engine ray: ray is not installed: pip install 'pipesched[ray]'") from None
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(address=address, log_to_driver=False, include_dashboard=False)
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-
-def ray_solver(method: str, time_limit_s: float, kill_grace_s: float) -> Callable[[Problem], tuple[str | None, str | None]]:
-    """A function ``problem -> (schedule JSON, error)`` that runs one Ray task and waits for it.
-
-    The batch driver calls it from as many threads as the cluster has CPUs; Ray places the tasks.
-    """
-    import ray
-
-    remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=False)(_solve_in_worker)
-
-    def solve(problem: Problem) -> tuple[str | None, str | None]:
         try:
-            outcome, payload = ray.get(remote.remote(problem.model_dump_json(), method, time_limit_s, kill_grace_s))
-        except ray.exceptions.RayError as e:  # retries exhausted (every node it ran on died) or cluster gone
-            return None, f"ray: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        return (payload, None) if outcome == "ok" else (None, payload)
+            ray.init(log_to_driver=False, include_dashboard=False)
+        except (ConnectionError, RuntimeError) as e:
+            where = os.environ.get("RAY_ADDRESS", "a local cluster")
+            raise StopBatch(f"--address {where}: cannot join the Ray cluster: {str(e).splitlines()[0]}") from None
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=False)(_solve_in_worker)
+    kill_grace_s = max(5.0, config.time_limit_s)
+    in_flight: set[Any] = set()
+    lock = threading.Lock()
 
-    return solve
+    def solve(problem: Problem, hint: Schedule | None) -> Answer:
+        hint_json = None if hint is None else hint.model_dump_json()
+        ref = remote.remote(problem.model_dump_json(), config.method, config.time_limit_s, hint_json, kill_grace_s)
+        with lock:
+            in_flight.add(ref)
+        try:
+            outcome, payload = ray.get(ref)
+        except ray.exceptions.RayError as e:  # retries exhausted (every node it ran on died), or cancelled
+            return None, f"ray: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        finally:
+            with lock:
+                in_flight.discard(ref)
+        if outcome == "ok":
+            return payload, None
+        if outcome == "not_applicable" and payload.startswith("unknown method"):
+            raise StopBatch(f"--method: {payload}")
+        return None, payload
+
+    def stop() -> None:
+        """Ctrl-C: cancel every task in flight (force: kills the Ray worker and its solver process)."""
+        with lock:
+            refs = list(in_flight)
+        for ref in refs:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # already finished, or the cluster is gone
+                continue
+
+    return Engine(solve=solve, stop=stop, slots=slots)
+
+
+ENGINES["ray"] = ray_engine
