@@ -9,6 +9,7 @@ from typing import Any
 from pipesched.solver.core.io import InputError
 
 from .batch_engines import ENGINES
+from .serve import port_number
 
 
 def register(sub: Any) -> None:
@@ -19,7 +20,8 @@ def register(sub: Any) -> None:
         "environment variables (PIPESCHED_DB, PIPESCHED_TOKEN, PIPESCHED_MAX_OPS, ...); flags win.",
     )
     serve.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1: loopback only)")
-    serve.add_argument("--port", type=int, default=None, help="TCP port (default 8000)")
+    serve.add_argument("--port", type=port_number, default=None,
+                       help="TCP port (default 8000; 0: any free port, the one bound is printed)")
     serve.add_argument("--db", default=None, help="sqlite:///path (default ~/.local/share/pipesched/cache.db) "
                        "or postgresql://user@host/db")
     serve.add_argument("--token", default=None, help="bearer token required on POST (or PIPESCHED_TOKEN)")
@@ -51,28 +53,9 @@ def register(sub: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from .serve import serve
 
-    from .app import create_app
-    from .settings import Settings
-    from .store import Store
-
-    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "db": args.db, "token": args.token,
-                                  "workers": args.workers}.items()
-                 if v is not None}
-    settings = Settings(**overrides)
-    try:  # fail with one line now rather than a traceback from inside uvicorn's startup
-        Store(settings.db, settings.table_prefix).close()
-    except Exception as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"--db {settings.db}: cannot open the store: {reason}") from None
-    if settings.workers == "external":
-        _check_external(settings.db)
-    store_hint = settings.db.split("@")[-1] if "@" in settings.db else settings.db
-    print(f"pipesched: serving on http://{settings.host}:{settings.port} (store {store_hint})", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
-                access_log=False)
-    return 0
+    return serve(args, _check_external)
 
 
 def _check_external(db: str) -> None:

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -26,8 +27,19 @@ _COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.solver.costmodel.cli", "p
 EXIT_USAGE = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (``pipesched: error: solve: ...``) and exit 2, like
+    every other bad input; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("pipesched").strip()
+        print(f"pipesched: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)",
+              file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pipesched",
         description="Solve, check, render, serve and export pipeline-parallel training schedules.",
     )
