@@ -22,6 +22,7 @@ from pipesched.solver.core.registry import methods
 from . import page
 from .bodies import validation_error_response
 from .cache import BodyMemo, Cache
+from .docs import add_offline_docs
 from .errors import RequestIds, configure_logging
 from .metrics import Metrics
 from .middleware import CacheHitFastPath, Guard
@@ -67,7 +68,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Pipeline-parallel schedules, solved once and served from a shared cache.",
         lifespan=lifespan,
+        docs_url=None,  # add_offline_docs serves /docs and /redoc with packaged assets (no CDN)
+        redoc_url=None,
     )
+    add_offline_docs(app)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     for router in (solve.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
