@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass
 
 from ..core.errors import NotApplicableError
@@ -50,7 +51,7 @@ from ..core.problem import Problem
 from ..core.registry import SolveOptions, method
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import cap_with_slack, within_cap
-from ..timing.finalize import finalize
+from ..timing.finalize import finalize, infeasible
 from ..timing.retime import compact
 
 
@@ -373,6 +374,9 @@ def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
     "split or fused; best of several priority rules.",
 )
 def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
+    t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
+    if (answer := infeasible(problem, "greedy", inst, t0)) is not None:  # a cap nothing fits: say so, as cpsat does
+        return answer
     _, _, start = _best(inst)
     return finalize(problem, "greedy", start, inst=inst)
