@@ -66,7 +66,7 @@ SAFETY = 0.85
 MIN_SHARE_S = 0.2
 #: Least nominal limit per solve: a portfolio sizes its phases by it (``auto`` skips its exact phases
 #: below about 1 s) and returns as soon as it proves optimality, so more nominal time is cheap.
-NOMINAL_S = 1.0
+NOMINAL_S = 1.5
 #: Assumed overrun of a solver's wall time over its nominal limit before any is measured: auto ran
 #: 6.4 s on a 4.6 s limit (8B, p = 8, m = 32, memory-capped; ``benchmarks/plan.py`` at load 2.5).
 OVERRUN_PRIOR = 1.3
@@ -130,7 +130,7 @@ class _Search:
         the largest overrun measured so far (a loaded machine makes solvers overrun theirs)."""
         if c.problem is None or (c.schedule is not None and hint is None):
             return c
-        nominal = max(limit / self.overrun, MIN_SHARE_S)
+        nominal = max(limit / self.overrun, min(NOMINAL_S, limit), MIN_SHARE_S)
         t0 = time.perf_counter()
         try:
             found = solve(c.problem, self.method, SolveOptions(time_limit_s=nominal, hint=hint))
