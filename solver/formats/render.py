@@ -3,11 +3,17 @@
 One row per device, one ``<rect>`` per op, coloured by kind with the Okabe–Ito palette
 (distinguishable under the common colour-vision deficiencies): F blue, B vermillion, W bluish
 green. With ``v > 1`` model chunks are told apart by tint (chunk 0 full colour, later chunks
-lighter). Idle time shows as the hatched row background. Microbatch numbers are written inside
-boxes wide enough to hold them, and small charts carry a hover ``<title>`` per op.
+lighter). Idle time shows as the hatched row background. Under each row a thin track draws the
+device's live memory over time with its limit as a dashed line and the time spent at the limit
+shaded (:mod:`.memory_track`), so a bubble caused by the memory cap is told apart from one caused
+by dependencies. Microbatch numbers are written in 11px inside boxes wide enough, in 8px on
+narrower ones, and charts up to ``TOOLTIP_MAX_OPS`` ops carry a hover ``<title>`` per op.
+
+The time axis has no unit: a Problem states none (costs are "any time unit").
 
 Size: a row is a ``<g>`` translated to its height, so each op is one short ``<rect>`` with an
-``x``, a ``width`` and a class, roughly 60 bytes an op once tooltips and labels drop out.
+``x``, a ``width`` and a class, roughly 60 bytes an op once tooltips and labels drop out, and
+the memory track is one path of one-decimal steps (about 5 bytes an op).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from html import escape
 
 from ..core.schedule import Schedule
 from ..core.tolerance import slack
+from .memory_track import MEMORY_HEIGHT, memory_tracks, track_scale, track_svg
+from .memory_track import STYLE as MEMORY_STYLE
 
 #: Okabe & Ito (2008) colour-blind-safe colours for forward, backward (input) and weight ops.
 KIND_COLOURS = {"F": "#0072B2", "B": "#D55E00", "W": "#009E73"}
@@ -30,6 +38,7 @@ RIGHT = 24
 TOP = 62  # title lines and legend
 AXIS = 34  # tick labels under the rows
 CHAR_WIDTH = 6.6  # of an 11px digit, to decide whether a label fits in a box
+SMALL_CHAR_WIDTH = 4.8  # of an 8px digit, the fallback on narrow boxes
 TOOLTIP_MAX_OPS = 4000  # above this, per-op <title> would bloat the file
 
 
@@ -92,6 +101,8 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
         f"({p.placement} placement) · {'split' if p.split_backward else 'fused'} backward · "
         f"comm {_figure(p.costs.comm)}"
     )
+    if p.stages_per_device > 1:
+        second += f" · lighter = later model chunk (0..{p.stages_per_device - 1})"
     return first, second
 
 
@@ -102,7 +113,7 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
         ".d{font-size:12px;text-anchor:end;dominant-baseline:central}",
         ".k{font-size:10px;text-anchor:middle;fill:#555}.g{stroke:#d8d8d8;stroke-width:1}",
         ".n{font-size:11px;text-anchor:middle;dominant-baseline:central;fill:#fff;pointer-events:none}",
-        ".l{font-size:12px;dominant-baseline:central}.n.dk{fill:#222}",
+        ".l{font-size:12px;dominant-baseline:central}.n.dk{fill:#222}.n.sm{font-size:8px}",
     ]
     if stroke:
         rules.append("rect.o{stroke:#fff;stroke-width:0.6}")
@@ -112,7 +123,7 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
     return "".join(rules)
 
 
-def _legend(kinds: list[str], fused: bool, chunks: int, y: float) -> list[str]:
+def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool) -> list[str]:
     out: list[str] = []
     x = LEFT
     for k in kinds:
@@ -125,9 +136,37 @@ def _legend(kinds: list[str], fused: bool, chunks: int, y: float) -> list[str]:
     out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" fill="url(#idle)" stroke="#bbb"/>')
     out.append(f'<text class="l" x="{x + 23}" y="{y}">idle</text>')
     x += 60
-    if chunks > 1:
-        out.append(f'<text class="l" x="{x}" y="{y}">lighter = later model chunk (chunk 0..{chunks - 1})</text>')
+    if memory:
+        out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" class="ma"/>')
+        out.append(f'<text class="l" x="{x + 23}" y="{y}">memory</text>')
+        x += 80
+        out.append(f'<line class="ml" x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}"/>')
+        out.append(f'<text class="l" x="{x + 23}" y="{y}">limit</text>')
+        x += 62
+        out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" class="mc"/>')
+        out.append(f'<text class="l" x="{x + 23}" y="{y}">at the limit</text>')
     return out
+
+
+def _wrap(text: str, chars: int) -> list[str]:
+    """``text`` cut at spaces into lines of at most ``chars`` characters (longer words stay whole)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= chars:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _label(text: str, x: float, w: float, dark: bool) -> str | None:
+    """A microbatch number centred in its box: 11px when it fits, 8px on narrow boxes, else none
+    (the op's tooltip still names it)."""
+    for cls, char_w in (("n", CHAR_WIDTH), ("n sm", SMALL_CHAR_WIDTH)):
+        if w >= char_w * len(text) + 2:
+            cls += " dk" if dark else ""
+            return f'<text class="{cls}" x="{_fmt(x + w / 2)}" y="{ROW_HEIGHT / 2}">{text}</text>'
+    return None
 
 
 def render_svg(schedule: Schedule) -> str:
@@ -137,16 +176,21 @@ def render_svg(schedule: Schedule) -> str:
     kinds = ["F", "B", "W"] if problem.split_backward else ["F", "B"]
     chunks = problem.stages_per_device
     horizon = max((o.end for o in schedule.ops), default=0.0)
+    tracks = memory_tracks(schedule) if schedule.ops else []
+    memory_range = track_scale(tracks)
+    show_memory = memory_range[1] > memory_range[0]
+    pitch = ROW_HEIGHT + ROW_GAP + (MEMORY_HEIGHT + 2 if show_memory else 0)
     per_device = max(1, len(schedule.ops) // max(1, devices))
     chart_w = min(2400.0, max(900.0, 14.0 * per_device))
-    rows_h = devices * (ROW_HEIGHT + ROW_GAP)
+    rows_h = devices * pitch
     width = LEFT + chart_w + RIGHT
-    height = TOP + rows_h + AXIS + 8 if schedule.ops else TOP + 36
+    head, sub = title_lines(schedule)
+    reason_lines = _wrap(f"No schedule ({schedule.status}): {schedule.reason or 'no ops'}", int(chart_w / 6.6))
+    height = TOP + rows_h + AXIS + 8 if schedule.ops else TOP + 20 + 16 * len(reason_lines)
     scale = chart_w / horizon if horizon > 0 else 0.0
     widest = max(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
     narrowest = min(((o.end - o.start) * scale for o in schedule.ops), default=0.0)
 
-    head, sub = title_lines(schedule)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_fmt(width)}" height="{_fmt(height)}" '
         f'viewBox="0 0 {_fmt(width)} {_fmt(height)}">',
@@ -154,19 +198,16 @@ def render_svg(schedule: Schedule) -> str:
         "<defs><pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#f4f4f4\"/>"
         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#d0d0d0\" stroke-width=\"2\"/></pattern></defs>",
-        f"<style>{_style(kinds, chunks, stroke=narrowest >= 3.0 or widest >= 6.0)}</style>",
+        f"<style>{_style(kinds, chunks, stroke=narrowest >= 3.0 or widest >= 6.0)}{MEMORY_STYLE}</style>",
         '<rect width="100%" height="100%" fill="#fff"/>',
         f'<text class="t" x="{LEFT}" y="18">{escape(head)}</text>',
         f'<text class="s" x="{LEFT}" y="35">{escape(sub)}</text>',
-        *_legend(kinds, not problem.split_backward, chunks, 52),
+        *_legend(kinds, not problem.split_backward, chunks, 52, show_memory),
     ]
 
     if not schedule.ops:
-        reason = schedule.reason or "no ops"
-        out.append(
-            f'<text class="s" x="{LEFT}" y="{TOP + 20}">No schedule ({escape(schedule.status)}): '
-            f"{escape(reason)}</text>"
-        )
+        for i, line in enumerate(reason_lines):
+            out.append(f'<text class="s" x="{LEFT}" y="{TOP + 20 + 16 * i}">{escape(line)}</text>')
         out.append("</svg>")
         return "\n".join(out) + "\n"
 
@@ -194,22 +235,27 @@ def render_svg(schedule: Schedule) -> str:
         cls = f"o {o.kind}{_chunk(o.stage, devices)}"
         rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" height="{ROW_HEIGHT}" class="{cls}"'
         if tooltips:
-            tip = f"{o.kind}{o.microbatch} stage {o.stage}: {o.start:g}–{o.end:g}"
+            tip = f"{o.kind}{o.microbatch} · microbatch {o.microbatch} · stage {o.stage} · {o.start:g}–{o.end:g}"
             rect += f"><title>{tip}</title></rect>"
         else:
             rect += "/>"
         rows[o.device].append(rect)
-        text = str(o.microbatch)
-        if w >= CHAR_WIDTH * len(text) + 4:
-            dark = " dk" if _tint(_chunk(o.stage, devices), chunks) > 0.3 else ""
-            labels[o.device].append(f'<text class="n{dark}" x="{_fmt(x + w / 2)}" y="{ROW_HEIGHT / 2}">{text}</text>')
+        label = _label(str(o.microbatch), x, w, _tint(_chunk(o.stage, devices), chunks) > 0.3)
+        if label:
+            labels[o.device].append(label)
     for d in range(devices):
-        y = TOP + d * (ROW_HEIGHT + ROW_GAP)
+        y = TOP + d * pitch
         out.append(f'<g id="device-{d}" class="device" transform="translate(0,{y})">')
         out.append(f'<text class="d" x="{LEFT - 8}" y="{ROW_HEIGHT / 2}">device {d}</text>')
         out.append(f'<rect x="{LEFT}" width="{_fmt(chart_w)}" height="{ROW_HEIGHT}" fill="url(#idle)"/>')
         out.extend(rows[d])
         out.extend(labels[d])
         out.append("</g>")
+        if show_memory:
+            tr = tracks[d]
+            cap = "none" if math.isinf(tr.limit) else f"{tr.limit:g}"
+            tip = f"device {d} memory: peak {tr.peak:g}, limit {cap}; shaded where it sits at the limit"
+            out.extend(track_svg(tr, d, LEFT, chart_w, scale, y + ROW_HEIGHT + 2, memory_range,
+                                 horizon, escape(tip)))
     out.append("</svg>")
     return "\n".join(out) + "\n"
