@@ -77,13 +77,23 @@ def _ms(x: float | None) -> str:
     return "–" if x is None else f"{x:.6g}"
 
 
+def _gap(p: Plan) -> str:
+    """The gap with enough digits that an unproven plan never reads "0.0%"."""
+    if p.gap is None:
+        return "–"
+    digits = 1
+    while p.status != "optimal" and p.gap > 0 and digits < 6 and not f"{p.gap:.{digits}%}".strip("0.%"):
+        digits += 1
+    return f"{p.gap:.{digits}%}"
+
+
 def summary(p: Plan) -> str:
     """A few human lines about a plan (what ``plan`` prints on stderr)."""
     lines = [f"plan · method {p.method} · status {p.status} · objective {p.cluster.objective}"]
     if p.schedule is None:
         lines.append(f"no plan: {p.reason or 'no reason given'}")
     else:
-        gap = "–" if p.gap is None else f"{p.gap:.1%}"
+        gap = _gap(p)
         rc = [str(st.stage) for st in p.stages if st.recompute]
         lines += [
             f"microbatches {p.microbatches} · step time {_ms(p.step_time)} · lower bound over all splits "

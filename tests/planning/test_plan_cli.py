@@ -11,6 +11,8 @@ from planning_models import small_model
 
 from pipesched.cli import main
 from pipesched.solver import validate
+from pipesched.solver.planning import Cluster
+from pipesched.solver.planning.cli import _gap
 from pipesched.solver.planning.exports import bounds_from_layout
 from pipesched.solver.planning.plan import Plan
 
@@ -92,3 +94,10 @@ def test_bad_files_name_the_file_and_field_and_leave_the_output_alone(
         err = capsys.readouterr().err
         assert err.startswith("pipesched: error: ") and message in err, err
     assert out.read_text() == "kept"
+
+
+def test_an_unproven_gap_never_reads_zero() -> None:
+    plan = Plan(model=small_model(2), cluster=Cluster(**CLUSTER), method="auto", status="feasible",
+                step_time=2527.8, lower_bound=2527.6)
+    assert _gap(plan) == "0.008%"
+    assert _gap(plan.model_copy(update={"status": "optimal", "lower_bound": 2527.8})) == "0.0%"
