@@ -99,5 +99,5 @@ def test_bad_files_name_the_file_and_field_and_leave_the_output_alone(
 def test_an_unproven_gap_never_reads_zero() -> None:
     plan = Plan(model=small_model(2), cluster=Cluster(**CLUSTER), method="auto", status="feasible",
                 step_time=2527.8, lower_bound=2527.6)
-    assert _gap(plan) == "0.008%"
+    assert _gap(plan) == "0.01%"
     assert _gap(plan.model_copy(update={"status": "optimal", "lower_bound": 2527.8})) == "0.0%"
