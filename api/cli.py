@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from pipesched.solver.core.io import InputError
 
+from . import batch_ray  # noqa: F401  (registers --engine ray; imports ray only when used)
 from .batch_engines import ENGINES
 from .serve import port_number
 
@@ -48,7 +50,10 @@ def register(sub: Any) -> None:
     batch.add_argument("--force", action="store_true",
                        help="solve every problem again, even those already solved in OUTDIR")
     batch.add_argument("--engine", default="local", choices=sorted(ENGINES),
-                       help="where each problem runs (default local: one solver process per problem)")
+                       help="where each problem runs (default local: one solver process per problem; "
+                       "ray: one Ray task per problem, needs pipesched[ray])")
+    batch.add_argument("--address", default=None,
+                       help="with --engine ray: the cluster (host:port, or auto); default RAY_ADDRESS or a local Ray")
     batch.set_defaults(handler=_batch)
 
 
@@ -77,5 +82,9 @@ def _batch(args: argparse.Namespace) -> int:
         raise InputError(f"--jobs must be >= 1 (got {args.jobs})")
     if not args.time_limit > 0:
         raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
+    if args.address is not None:
+        if args.engine != "ray":
+            raise InputError(f"--address is for --engine ray (got --engine {args.engine})")
+        os.environ["RAY_ADDRESS"] = args.address  # how ray.init finds the cluster
     return run_batch(args.problems, args.out, jobs=args.jobs, method=args.method, time_limit_s=args.time_limit,
                      server=args.server, token=args.token, engine=args.engine, force=args.force)

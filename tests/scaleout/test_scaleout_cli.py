@@ -12,6 +12,7 @@ from pipesched.cli import main
     (["worker", "--db", "postgresql://u@127.0.0.1/db", "--concurrency", "0"], "--concurrency must be >= 1 (got 0)"),
     (["worker", "--db", "postgresql://u@127.0.0.1/db", "--max-attempts", "0"], "--max-attempts must be >= 1"),
     (["serve", "--db", "sqlite:///x.db", "--workers", "external"], "--workers external: needs a postgresql:// --db"),
+    (["batch", ".", "-o", "out", "--address", "127.0.0.1:6379"], "--address is for --engine ray (got --engine local)"),
 ])
 def test_bad_scaleout_flags_are_one_line_and_exit_2(argv: list[str], says: str, tmp_path, monkeypatch,  # noqa: ANN001
                                                      capsys: pytest.CaptureFixture[str]) -> None:
