@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from .core.canonical import problem_key
 from .core.io import InputError, dump_json, load_problem, load_schedule
 from .core.problem import Problem
 from .core.registry import SolveOptions, methods, solve
@@ -53,23 +55,49 @@ def summary(schedule: Schedule) -> str:
         if s.lower_bound is not None:
             lines.append(f"lower bound {_num(s.lower_bound)}")
     else:
-        gap = "–" if s.gap is None else f"{s.gap:.1%}"
+        gap = gap_text(s.gap, s.status)
         bubble = "–" if s.bubble_ratio is None else f"{s.bubble_ratio:.1%}"
         lines.append(
             f"makespan {_num(s.makespan)} · objective {_num(s.objective_value)} · "
             f"lower bound {_num(s.lower_bound)} · gap {gap} · bubble {bubble}"
         )
         lines.append("peak memory per device: " + " ".join(_num(x) for x in s.peak_memory))
+        if (warning := s.problem.memory_warning(s.peak_memory)) is not None:
+            lines.append(f"warning: {warning}")
     lines.append(f"solve time {s.solve_time_s:.3f} s")
     return "\n".join(lines)
+
+
+def gap_text(gap: float | None, status: str) -> str:
+    """The gap as a percentage with as many digits as it takes not to read "0.0%" when it is not 0:
+    an unproven (``feasible``) answer never looks proven."""
+    if gap is None:
+        return "–"
+    if gap == 0 or status == "optimal":
+        return f"{gap:.1%}"
+    for digits in range(1, 7):
+        if f"{gap:.{digits}%}".strip("0.%"):
+            return f"{gap:.{digits}%}"
+    return f"{gap * 100:.1e}%"
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = load_problem(args.problem)
     if args.time_limit is not None and not args.time_limit > 0:
         raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
-    options = SolveOptions() if args.time_limit is None else SolveOptions(time_limit_s=args.time_limit)
-    schedule = solve(problem, args.method or default_method(), options)
+    name = args.method or default_method()
+    if args.backend is not None and name != "ilp":
+        raise InputError(f"--backend {args.backend}: only --method ilp has backends (got --method {name})")
+    hint = None
+    if args.hint is not None:
+        hint = load_schedule(args.hint)
+        if problem_key(hint.problem) != problem_key(problem):
+            raise InputError(f"--hint {args.hint}: made for a different problem than {args.problem}")
+        hint = hint.model_copy(update={"problem": problem})
+    options = SolveOptions(hint=hint, backend=args.backend)
+    if args.time_limit is not None:
+        options = replace(options, time_limit_s=args.time_limit)
+    schedule = solve(problem, name, options)
     text = dump_json(schedule)
     if args.output:
         _write(args.output, text)
@@ -129,11 +157,15 @@ def cmd_render(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add solve, plan, methods, validate and render to the ``pipesched`` command."""
     p = subparsers.add_parser("solve", help="schedule a problem and print the schedule JSON")
-    p.add_argument("problem", help="problem JSON file (a schedule file works too: its problem is used)")
+    p.add_argument("problem", help="problem JSON file, or - for stdin (a schedule file works too: its problem is used)")
     p.add_argument("--method", "-m", default=None, help="method name (see `pipesched methods`); default auto")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for exact solvers")
     p.add_argument("-o", "--output", default=None, metavar="OUT.json", help="write the schedule here, not stdout")
     p.add_argument("--svg", default=None, metavar="GANTT.svg", help="also write a Gantt chart")
+    p.add_argument("--hint", default=None, metavar="SCHEDULE.json",
+                   help="warm-start from this schedule (of the same problem): auto, cpsat and ilp start from it")
+    p.add_argument("--backend", default=None, choices=("cbc", "highs"),
+                   help="the ILP solver for --method ilp: cbc (default, bundled) or highs (pipesched[highs])")
     p.set_defaults(handler=cmd_solve)
 
     add_plan_parser(subparsers, torch_csv=to_torch_csv)

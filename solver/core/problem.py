@@ -12,10 +12,13 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from .limits import above_one_f_one_b, one_f_one_b_peaks, relative_factor, resolve
 
 Number = float
 PerStage = float | list[float]
@@ -88,7 +91,16 @@ class Memory(BaseModel):
     forward: PerStage = 1.0
     backward_input: PerStage = 0.0
     backward_weight: PerStage = -1.0
-    limit: Number | list[Number] | None = None
+    limit: Number | list[Number] | str | None = Field(None, description=(
+        "Per-device cap: null (none), one number, one per device, or a multiple of 1F1B's per-device peak "
+        "such as '1.5x1f1b', resolved into one number per device when the problem is validated."))
+
+    @field_validator("limit")
+    @classmethod
+    def _limit_text(cls, value: Number | list[Number] | str | None) -> Number | list[Number] | str | None:
+        if isinstance(value, str):
+            relative_factor(value)  # the accepted form, or a message saying what it is
+        return value
 
 
 class Problem(BaseModel):
@@ -116,14 +128,66 @@ class Problem(BaseModel):
         kinds = 3 if self.split_backward else 2
         return kinds * self.num_stages * self.microbatches
 
+    def one_f_one_b_peaks(self) -> list[float]:
+        """1F1B's peak memory per device for this model (:mod:`pipesched.solver.core.limits`)."""
+        s, mem = self.num_stages, self.memory
+        deltas = [x if isinstance(x, list) else [x] * s for x in (mem.forward, mem.backward_input, mem.backward_weight)]
+        return one_f_one_b_peaks(self.devices, self.microbatches, self.placement, self.split_backward, *deltas)
+
+    def memory_warning(self, peaks: Sequence[float]) -> str | None:
+        """With no limit, why an answer's ``peaks`` may surprise (above 1F1B's somewhere), else None."""
+        if self.memory.limit is not None or len(peaks) != self.devices:
+            return None
+        return above_one_f_one_b(peaks, self.one_f_one_b_peaks())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_relative_limit(cls, data: Any) -> Any:
+        """``memory.limit: "1.5x1f1b"`` -> one number per device, before anything else sees it."""
+        if not isinstance(data, dict):
+            return data
+        memory = data.get("memory")
+        mem = memory.model_dump() if isinstance(memory, Memory) else memory
+        if not isinstance(mem, dict) or not isinstance(mem.get("limit"), str):
+            return data
+        k = relative_factor(mem["limit"])
+        try:
+            peaks = _raw_peaks(data, mem)
+        except (ValueError, TypeError, KeyError, OverflowError):
+            return data  # the after-validator names what is wrong with the fields it needs
+        return {**data, "memory": {**mem, "limit": resolve(k, peaks)}}
+
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Problem:
         caps = (info.context or {}).get("caps") if info is not None else None
         caps = caps if isinstance(caps, ProblemCaps) else ProblemCaps.from_env()
         errors = list(problem_errors(self, caps))
+        if not errors and isinstance(self.memory.limit, str):
+            errors.append(f"memory.limit {self.memory.limit!r} could not be resolved against 1F1B's peak")
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+
+def _raw_peaks(data: dict[str, Any], mem: dict[str, Any]) -> list[float]:
+    """1F1B's peaks from unvalidated fields; raises on anything the validators will reject anyway."""
+    p, m = int(data["devices"]), int(data["microbatches"])
+    v = int(data.get("stages_per_device", 1))
+    stages = p * v
+    if min(p, m, v) < 1 or stages > ProblemCaps.from_env().max_devices * 64:
+        raise ValueError("sizes out of range")
+    placement = data.get("placement", "loop")
+    if placement == "v" and v != 2:
+        raise ValueError("v placement needs v = 2")
+    defaults = {"forward": 1.0, "backward_input": 0.0, "backward_weight": -1.0}
+    deltas = []
+    for name, default in defaults.items():
+        x = mem.get(name, default)
+        values = [float(y) for y in x] if isinstance(x, list) else [float(x)] * stages
+        if len(values) != stages or not all(math.isfinite(y) for y in values):
+            raise ValueError(f"memory.{name}")
+        deltas.append(values)
+    return one_f_one_b_peaks(p, m, str(placement), bool(data.get("split_backward", True)), *deltas)
 
 
 def _positive_int(name: str, value: int, cap: int) -> str | None:
