@@ -14,8 +14,9 @@ from .solving.jobs import Job
 
 
 def solve_json(key: str, cached: bool, hit: Hit, problem_json: str) -> str:
-    """``{"key", "cached", "schedule"}`` with the caller's own problem inside the schedule."""
-    return f'{{"key":"{key}","cached":{"true" if cached else "false"},"schedule":{hit.schedule_json(problem_json)}}}'
+    """``{"key", "cached", "schedule", "warnings"}`` with the caller's own problem inside the schedule."""
+    return (f'{{"key":"{key}","cached":{"true" if cached else "false"},"schedule":{hit.schedule_json(problem_json)},'
+            f'"warnings":{hit.warnings_json}}}')
 
 
 def solve_response(key: str, cached: bool, hit: Hit, problem_json: str) -> Response:

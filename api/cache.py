@@ -8,14 +8,20 @@ exactly as the client wrote it without re-serialising the schedule.
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+
+from pipesched.solver.core.problem import Problem
 
 from .store import Entry, Store
 
 _PROBLEM_PREFIX = '{"problem":'
 _AFTER_PROBLEM = ',"method":'  # first field after the problem; cannot occur inside a problem's JSON
+_PEAKS = re.compile(r'"peak_memory":\[([^\]]*)\]')
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,23 @@ class Hit:
     def schedule_json(self, problem_json: str) -> str:
         """The schedule with ``problem_json`` as its problem: ``Schedule(problem=p, ...)`` dumped."""
         return _PROBLEM_PREFIX + problem_json + self.tail
+
+    @functools.cached_property
+    def warnings_json(self) -> str:
+        """``["..."]``: what the answer's reader should know (no limit, peak above 1F1B's), once per entry.
+
+        Only the stored problem and the ``peak_memory`` list are read, not the whole schedule.
+        """
+        stored = self.entry.schedule_json
+        problem_text = stored[len(_PROBLEM_PREFIX):len(stored) - len(self.tail)]
+        if '"limit":null' not in problem_text:
+            return "[]"
+        peaks = _PEAKS.search(self.tail)
+        if peaks is None:
+            return "[]"
+        problem = Problem.model_validate_json(problem_text)
+        warning = problem.memory_warning(json.loads(f"[{peaks.group(1)}]"))
+        return json.dumps([warning] if warning else [])
 
 
 def split_schedule(schedule_json: str) -> str:

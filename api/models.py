@@ -30,6 +30,8 @@ class SolveResponse(BaseModel):
     key: str = Field(..., description="Cache key: sha256 of the canonical problem.")
     cached: bool = Field(..., description="True when served from the cache without solving.")
     schedule: Schedule
+    warnings: list[str] = Field(default_factory=list, description=(
+        "What the reader should know, e.g. no memory.limit was set and the schedule holds more than 1F1B would."))
 
 
 class JobAccepted(BaseModel):

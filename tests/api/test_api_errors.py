@@ -34,3 +34,17 @@ def test_an_unexpected_error_is_logged_with_its_traceback_and_a_json_500_names_i
 def test_every_response_carries_a_request_id_and_keeps_a_sane_one_it_was_given(server: Server) -> None:
     assert server.get("/healthz").headers["x-request-id"]
     assert server.get("/healthz", headers={"x-request-id": "trace-42"}).headers["x-request-id"] == "trace-42"
+
+
+def test_no_limit_and_a_peak_above_1f1b_is_a_warning_in_the_response_and_a_relative_limit_resolves(
+        server: Server) -> None:
+    unlimited = {"problem": {"devices": 4, "microbatches": 12}, "method": "gpipe"}
+    for _ in range(2):  # solved, then from the cache (the fast path builds the same body)
+        r = server.post(unlimited)
+        assert r.status_code == 200, r.text
+        assert r.json()["warnings"] == ["no memory.limit: device 0 peaks at 12, above 1F1B's 4 there (3x); "
+                                        "set memory.limit, e.g. \"1x1f1b\" (1F1B's memory) or \"1.5x1f1b\""]
+    r = server.post({"problem": {"devices": 4, "microbatches": 12, "memory": {"limit": "1.5x1f1b"}}, "method": "greedy"})
+    assert r.status_code == 200 and r.json()["warnings"] == [], r.text
+    assert r.json()["schedule"]["problem"]["memory"]["limit"] == [6.0, 4.5, 3.0, 1.5]
+    assert all(x <= c for x, c in zip(r.json()["schedule"]["peak_memory"], [6.0, 4.5, 3.0, 1.5], strict=True))
