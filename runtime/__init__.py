@@ -24,7 +24,15 @@ __all__ = ["PipelineError", "PipelineExecutor", "PipelineTimeoutError", "Schedul
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ModuleNotFoundError as e:
+            if e.name != "torch" and not (e.name or "").startswith("torch."):
+                raise
+            raise ModuleNotFoundError(
+                f"pipesched.runtime.{name} needs torch, which is not installed: pip install 'pipesched[runtime]'",
+                name=e.name) from None
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'pipesched.runtime' has no attribute {name!r}")
