@@ -83,8 +83,9 @@ API docs: <a href="/docs">/docs</a> · <a href="/redoc">/redoc</a>.</p>
    <label for="backward_weight">cost W</label><input id="backward_weight" type="number" min="0" step="any">
    <label for="comm">comm latency</label><input id="comm" type="number" min="0" step="any">
    <label for="limit">memory limit</label><input id="limit" type="text" placeholder="none">
-   <span class="hint">Blank: no limit. One number for every device, or one per device: 4, 4, 3, 3.
-    Memory is counted in forwards held (F +1, W &minus;1) unless the JSON says otherwise.</span>
+   <span class="hint">Blank: no limit. One number for every device, one per device (4, 4, 3, 3),
+    or a multiple of 1F1B's peak (1.5x1f1b). Memory is counted in forwards held (F +1, W &minus;1)
+    unless the JSON says otherwise.</span>
   </div>
  </fieldset>
  <div><label for="problem">Problem JSON (what is solved; edit freely)</label>

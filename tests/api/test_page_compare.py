@@ -112,6 +112,8 @@ def test_build_solve_compare_and_download(page, server: Server, tmp_path: Path) 
 def test_the_builder_writes_the_json_and_a_hand_edit_fills_the_builder(page) -> None:  # noqa: ANN001
     page.fill("#limit", "4, 4, 3, 3")
     assert _problem_json(page)["memory"]["limit"] == [4, 4, 3, 3]
+    page.fill("#limit", "1.5x1f1b")  # not numbers: passed on as written, for the service to read
+    assert _problem_json(page)["memory"]["limit"] == "1.5x1f1b"
     page.fill("#limit", "")
     assert _problem_json(page)["memory"]["limit"] is None
     page.select_option("#placement", "v")
