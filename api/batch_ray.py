@@ -40,8 +40,17 @@ def _solve_in_worker(problem_json: str, method: str, time_limit_s: float, hint_j
 
 @cache
 def _runner(kill_grace_s: float) -> Any:
+    """The worker's runner. A Ray worker runs Ray's ``default_worker.py`` as ``__main__``, and
+    multiprocessing re-imports the parent's main script in every child it starts (``spawn.prepare``),
+    which here means importing Ray again in each solve process: ~1 s a solve, measured. The solve
+    needs nothing from that script, so the worker's ``__main__`` forgets its file first."""
+    import sys
+
     from .solving.runner import ProcessRunner
 
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None:
+        main.__dict__.pop("__file__", None)
     return ProcessRunner(kill_grace_s)
 
 
