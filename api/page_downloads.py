@@ -8,14 +8,21 @@ next to ``gantt.svg`` and ``torch.csv`` with the same ``method`` query.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse, Response
 
 from .deps import ServiceDep
-from .models import ErrorBody
-from .routes.schedules import Key, Method
+from .models import KEY_PATTERN, ErrorBody
 
 router = APIRouter(tags=["schedules"])
+
+# The same parameters as the other renderings (api/routes/schedules.py); only the app imports routes.
+Key = Annotated[str, Path(pattern=KEY_PATTERN, description="Cache key from POST /v1/solve.")]
+Method = Annotated[
+    str | None, Query(max_length=64, description="Which method's entry; the best over all methods when omitted.")
+]
 
 
 @router.get("/v1/schedules/{key}/schedule.json", response_class=Response, responses={
