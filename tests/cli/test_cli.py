@@ -59,10 +59,19 @@ def test_solve_exits_1_with_the_reason_when_memory_makes_the_problem_infeasible(
 
 def test_a_method_that_refuses_the_memory_limit_exits_2_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "tight.json"
+    path.write_text(json.dumps({"devices": 2, "microbatches": 2, "memory": {"limit": 1.5}}))
+    result = run("solve", str(path), "-m", "gpipe")  # a recipe that would exceed the cap refuses it
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "memory.limit 1.5" in result.stderr
+
+
+def test_greedy_on_a_cap_no_schedule_fits_exits_1_with_the_reason_like_cpsat(tmp_path: Path) -> None:
+    path = tmp_path / "tight.json"
     path.write_text(json.dumps({"devices": 2, "microbatches": 2, "memory": {"limit": 0.5}}))
     result = run("solve", str(path), "-m", "greedy")
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "memory.limit 0.5" in result.stderr
+    assert result.returncode == 1, result.stderr
+    assert Schedule.model_validate_json(result.stdout).status == "infeasible"
+    assert "no schedule: memory.limit 0.5" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_methods_lists_every_registered_method_with_when_it_applies(capsys: pytest.CaptureFixture[str]) -> None:
