@@ -158,13 +158,20 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
     for entry in todo:
         pending.put(entry)
     results: queue.SimpleQueue[Row | StopBatch] = queue.SimpleQueue()
+    started = 0  # items taken by a worker; once stopping, only those can still answer
+    lock = threading.Lock()
 
     def work() -> None:
+        nonlocal started
         while not stop.is_set():
-            try:
-                item, hint = pending.get_nowait()
-            except queue.Empty:
-                return
+            with lock:
+                if stop.is_set():
+                    return
+                try:
+                    item, hint = pending.get_nowait()
+                except queue.Empty:
+                    return
+                started += 1
             results.put(_one(item, hint, engine, stop))
 
     width = max(1, min(engine.slots or config.jobs, len(todo)))
@@ -176,7 +183,7 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
         if stop.is_set() and deadline is None:
             engine.stop()
             deadline = time.monotonic() + 1.0
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and (time.monotonic() > deadline or received >= started):
             break
         try:
             got = results.get(timeout=0.1)
