@@ -104,7 +104,7 @@ def server_engine(config: EngineConfig) -> Engine:
         try:
             return client.solve(problem, config.method, config.time_limit_s).model_dump_json(), None
         except ServiceError as e:
-            if e.status in (401, 403) or (e.status == 422 and "unknown method" in str(e)):
+            if e.status in (0, 401, 403) or (e.status == 422 and "unknown method" in str(e)):  # 0: unreachable
                 raise StopBatch(f"--server {config.server}: {e}") from None
             return None, str(e)
 

@@ -61,3 +61,11 @@ def test_a_refused_token_stops_at_the_first_problem(make_server, tmp_path: Path,
     code, err = batch(capsys, str(sweep(tmp_path, 6)), "-o", str(tmp_path / "out"), "--server", server.url,
                       "--token", "wrong", "--method", "gpipe", "--jobs", "1")
     assert code == 2 and err.count("HTTP 401") == 1 and err.count("pipesched: error:") == 1, err
+
+
+def test_an_unreachable_server_stops_at_the_first_problem(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from api_servers import free_port
+
+    code, err = batch(capsys, str(sweep(tmp_path, 4)), "-o", str(tmp_path / "out"), "--server",
+                      f"http://127.0.0.1:{free_port()}", "--method", "gpipe", "--jobs", "1")
+    assert code == 2 and err.count("cannot reach") == 1 and err.count("pipesched: error:") == 1, err
