@@ -44,6 +44,7 @@ class Step:
 
 STEPS: tuple[Step, ...] = (
     Step("classic", ("classic_table.py",), ("classic.md",), True),
+    Step("bubble_closed_forms", ("bubble_closed_forms.py",), ("bubble_closed_forms.md",), True),
     Step("greedy_vs_recipes", ("greedy_vs_recipes.py", "60", "3"), ("greedy_vs_recipes.md",), True),
     Step("greedy_speed", ("greedy_speed.py",), ("greedy_speed.md",), True),
     Step("bound_tightness", ("bound_tightness.py",), ("bound_tightness.md",), True),

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pipesched.cli import main
 from pipesched.solver import Instance, NotApplicableError, Problem, solve, validate
 from pipesched.solver.heuristics.classic.looped_bfs import looped_bfs_order
 
@@ -69,3 +70,10 @@ def test_looped_bfs_when_m_below_p_waits_longer_than_the_closed_form() -> None:
 def test_looped_bfs_needs_loop_placement_with_two_chunks(fields: dict[str, object]) -> None:
     with pytest.raises(NotApplicableError, match="looped-bfs needs placement 'loop'"):
         solve(Problem(devices=2, microbatches=4, **fields), "looped-bfs")
+
+
+def test_pipesched_methods_lists_looped_bfs_with_when_it_applies(capsys: pytest.CaptureFixture[str]) -> None:
+    # Registered through the classic package (not yet in the core registry's module list).
+    assert main(["methods"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("looped-bfs ")]
+    assert len(lines) == 1 and "stages_per_device >= 2" in lines[0]
