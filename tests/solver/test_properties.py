@@ -23,7 +23,7 @@ from pipesched.solver import (
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.heuristics.greedy import POLICIES, greedy_schedule
 
-MINE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
+MINE = ("gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-v", "dualpipe-v", "greedy")
 COSTS = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
 #: Modest by default (suite budget); raise PIPESCHED_HYPOTHESIS_EXAMPLES for a deeper search.
 EXAMPLES = int(os.environ.get("PIPESCHED_HYPOTHESIS_EXAMPLES", "60"))
