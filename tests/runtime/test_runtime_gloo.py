@@ -19,6 +19,7 @@ BATCH = 9  # uneven: microbatches of 3, 2, 2, 2 -> loss scaling must use each mi
 CASES = [
     ("gpipe", 1, True), ("1f1b", 1, True), ("1f1b", 1, False), ("interleaved-1f1b", 2, True),
     ("zb-h1", 1, True), ("zb-h2", 1, True), ("zb-v", 2, True), ("cpsat", 1, True),
+    ("looped-bfs", 2, True), ("looped-bfs", 2, False),
 ]
 
 

@@ -12,7 +12,7 @@ from pipesched.solver import Schedule, SolveOptions, solve
 BATCH = 8  # torch's REDUCE_GRAD divides by m: exact for equal microbatches only
 
 CASES = [("zb-h1", 1, True), ("zb-v", 2, True), ("interleaved-1f1b", 2, True), ("1f1b", 1, False),
-         ("cpsat", 1, True)]
+         ("cpsat", 1, True), ("looped-bfs", 2, True)]
 
 
 @pytest.fixture(scope="module")
