@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from ..bounds.analytic import lower_bound as analytic_lower_bound
+from ..bounds.combinatorial import combinatorial_bound
 from ..bounds.feasibility import infeasibility_reason
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance, OpId
@@ -32,7 +32,15 @@ def finalize(
 ) -> Schedule:
     """Wrap timed ops as a :class:`Schedule`, fill in its figures, and validate it.
 
-    ``lower_bound`` from a solver is combined with the analytic bound (the larger wins).
+    Why the status is decided here, and how (issue 16 item 2): ``optimal`` must rest on something
+    the search did not produce. Two sources count: ``status="optimal"`` from the caller, which an
+    exact method passes only on its solver's proof (CP-SAT OPTIMAL on the exact model, ILP optimal),
+    and the closed-form bounds (:func:`~pipesched.solver.bounds.combinatorial.combinatorial_bound`:
+    analytic, relay, round trip, energy) computed here from the problem alone. A ``lower_bound``
+    handed in (a solver's best bound, a relaxation's) is reported but upgrades nothing, and one
+    above the achieved objective is a bug in its producer, so it raises instead of being capped.
+    Which source proved a status stays internal (see :func:`status_source`); the wire model does
+    not carry it.
     Raises :class:`InvalidScheduleError` listing every violation if the schedule is wrong.
     """
     inst = inst or Instance.from_problem(problem)
@@ -52,14 +60,20 @@ def finalize(
         key=lambda o: (o.device, *execution_key(o)),  # stable: ties keep ``start``'s (execution) order
     )
     objective = objective_value(inst, start)
-    bound = analytic_lower_bound(inst)
-    if lower_bound is not None:
-        bound = max(bound, lower_bound)
-    bound = min(bound, objective)
-    if status == "feasible" and objective - bound <= slack(objective):
-        status = "optimal"  # the bound proves it
-    if status == "optimal":
-        bound = objective
+    if lower_bound is not None and lower_bound > objective + slack(objective):
+        raise InvalidScheduleError(
+            f"method {method!r} handed a lower_bound {lower_bound!r} above the objective {objective!r} "
+            "its own schedule achieves: that bound is wrong"
+        )
+    closed_form = combinatorial_bound(inst)
+    if closed_form > objective + slack(objective):
+        raise InvalidScheduleError(
+            f"method {method!r}: the closed-form bound {closed_form!r} is above the objective {objective!r} "
+            "of a schedule that passed to finalize: the bound or the timing is wrong"
+        )
+    bound = max(closed_form, lower_bound if lower_bound is not None else closed_form)
+    status = status_source(status, objective, closed_form)[0]
+    bound = objective if status == "optimal" else min(bound, objective)  # equal up to slack(objective)
     schedule = Schedule(
         problem=problem,
         method=method,
@@ -76,6 +90,17 @@ def finalize(
     if errors:
         raise InvalidScheduleError(f"method {method!r} produced an invalid schedule: " + "; ".join(errors))
     return schedule
+
+
+def status_source(status: Status, objective: float, closed_form: float) -> tuple[Status, str | None]:
+    """The honest status and what proved it: ``"solver-proof"`` when the caller passed ``optimal``
+    (only exact methods do, on their solver's proof), ``"closed-form"`` when the combinatorial bound
+    meets ``objective``, else the caller's status and None."""
+    if status == "optimal":
+        return status, "solver-proof"
+    if status == "feasible" and objective - closed_form <= slack(objective):
+        return "optimal", "closed-form"
+    return status, None
 
 
 def _order_of(inst: Instance, ops: Sequence[ScheduledOp]) -> list[list[OpId]]:

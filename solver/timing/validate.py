@@ -8,8 +8,8 @@ violation in words rather than stopping at the first.
 from __future__ import annotations
 
 from ..core.instance import Instance, OpId
-from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.schedule import Schedule
+from .figures import ops_bubble, ops_makespan, ops_objective, ops_peaks
 
 #: Absolute slack (in the problem's time unit, scaled by the largest time) for float noise.
 RELATIVE_TOLERANCE = 1e-7
@@ -71,14 +71,15 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
             if start[b] < a_end - RELATIVE_TOLERANCE * max(1.0, scale):
                 errors.append(f"device {d}: {b} starts at {start[b]:g} while {a} runs until {a_end:g}")
 
-    peaks = peak_memory(inst, order)
+    peaks = ops_peaks(order, inst)
     for d, (peak, cap) in enumerate(zip(peaks, inst.limit, strict=True)):
         if peak > cap + RELATIVE_TOLERANCE * max(1.0, abs(cap)):
             errors.append(f"device {d}: activation memory peaks at {peak:g}, above its limit {cap:g}")
 
+    ops = schedule.ops  # figures from the ops' own times (figures.py), never core/metrics.py which filled them
     figures = {
-        "makespan": makespan(inst, start),
-        "objective_value": objective_value(inst, start),
+        "makespan": ops_makespan(ops),
+        "objective_value": ops_objective(ops, inst.devices, inst.objective),
     }
     for name, value in figures.items():
         reported = getattr(schedule, name)
@@ -88,7 +89,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         _close(a, b, max(1.0, abs(b))) for a, b in zip(schedule.peak_memory, peaks, strict=False)
     ):
         errors.append(f"reported peak_memory {schedule.peak_memory} but the ops give {peaks}")
-    expected_bubble = bubble_ratio(inst, figures["objective_value"])
+    expected_bubble = ops_bubble(ops, inst.devices, figures["objective_value"])
     if schedule.bubble_ratio is None or abs(schedule.bubble_ratio - expected_bubble) > 1e-6:
         errors.append(f"reported bubble_ratio {schedule.bubble_ratio} but the ops give {expected_bubble:.6g}")
     if schedule.lower_bound is not None and schedule.lower_bound > figures["objective_value"] + RELATIVE_TOLERANCE * scale:

@@ -1,0 +1,57 @@
+"""The validator's own arithmetic for a schedule's reported figures (issue 16 item 7).
+
+Why a second copy: :mod:`pipesched.solver.core.metrics` fills the figures, so a validator that
+called it would agree with any mistake there. These functions read only the ops' own ``start``,
+``end`` and ``device`` (and the problem's memory deltas), never the metrics code, so the two paths meet only in the test that compares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import accumulate
+
+from ..core.instance import Instance, OpId
+from ..core.schedule import ScheduledOp
+
+
+def ops_makespan(ops: Sequence[ScheduledOp]) -> float:
+    """Last end over all ops (0 with no ops)."""
+    return max((o.end for o in ops), default=0.0)
+
+
+def ops_spans(ops: Sequence[ScheduledOp], devices: int) -> list[float]:
+    """Per device: last end minus first start (0 for an idle device)."""
+    window: dict[int, tuple[float, float]] = {}
+    for o in ops:
+        lo, hi = window.get(o.device, (o.start, o.end))
+        window[o.device] = (min(lo, o.start), max(hi, o.end))
+    return [window[d][1] - window[d][0] if d in window else 0.0 for d in range(devices)]
+
+
+def ops_objective(ops: Sequence[ScheduledOp], devices: int, objective: str) -> float:
+    """``makespan``, or the largest per-device span for ``stage_span``."""
+    if objective == "stage_span":
+        return max(ops_spans(ops, devices), default=0.0)
+    return ops_makespan(ops)
+
+
+def ops_peaks(order: Sequence[Sequence[OpId]], inst: Instance) -> list[float]:
+    """Per device, the highest live memory walking ``order`` (the schedule's own by start, then end).
+
+    A positive delta is held from the op's start, a negative one released at its end; ops on a
+    device never overlap (checked separately), so the running level after each acquisition is a
+    candidate peak, and the level starts at 0.
+    """
+    peaks = []
+    for ops in order:
+        levels = list(accumulate((inst.mem(op) for op in ops), initial=0.0))
+        taken = [lvl for lvl, op in zip(levels[1:], ops, strict=True) if inst.mem(op) > 0]
+        peaks.append(max(taken, default=0.0))
+    return peaks
+
+
+def ops_bubble(ops: Sequence[ScheduledOp], devices: int, objective: float) -> float:
+    """Idle share of ``devices x objective``, with the work summed from the ops' own durations."""
+    if objective <= 0:
+        return 0.0
+    return 1.0 - sum(o.end - o.start for o in ops) / (devices * objective)
