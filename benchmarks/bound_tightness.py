@@ -21,6 +21,9 @@ from test_bounds import _random_problem  # noqa: E402
 from pipesched.solver import Instance  # noqa: E402
 from pipesched.solver.bounds.analytic import head_work_tail_bound, lower_bound, round_trip
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 COMMAND = "python benchmarks/bound_tightness.py"
 OUT = Path(__file__).parent / "results" / "bound_tightness.md"
 SEED, ROUNDS = 11, 150
@@ -63,8 +66,7 @@ def main() -> int:
         lines.append(f"| {objective} | {n} | {s['tight']} | {s['gap'] / n:.1%} | {s['first_tight']} | "
                      f"{s['first_gap'] / n:.1%} |")
     text = "\n".join(lines) + "\n"
-    OUT.write_text(text)
-    sys.stdout.write(text)
+    publish(text, OUT)
     return 0
 
 

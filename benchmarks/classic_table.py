@@ -19,6 +19,9 @@ from pathlib import Path
 from pipesched.solver import Instance, NotApplicableError, Problem, solve
 from pipesched.solver.bounds.analytic import makespan_lower_bound, stage_span_lower_bound
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 COMMAND = "python benchmarks/classic_table.py"
 OUT = Path(__file__).parent / "results" / "classic.md"
 METHODS = ("gpipe", "1f1b", "zb-h1", "zb-h2", "greedy", "interleaved-1f1b", "zb-v", "dualpipe-v")
@@ -91,9 +94,7 @@ def main() -> int:
             if line:
                 lines.append(line)
     text = "\n".join(lines) + "\n"
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
-    sys.stdout.write(text)
+    publish(text, OUT)
     return 0
 
 

@@ -16,6 +16,9 @@ from pipesched.solver import Instance, Problem, simulate, solve
 from pipesched.solver.core.metrics import makespan, peak_memory
 from pipesched.solver.heuristics.greedy import POLICIES, greedy_order
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 CASES = [
     ("p32 m256 v1, no limit", Problem(devices=32, microbatches=256)),
     ("p32 m256 v1, limit 32", Problem(devices=32, microbatches=256, memory={"limit": 32})),
@@ -59,8 +62,7 @@ def main() -> int:
     ])
     text = ("# Greedy scheduler speed\n\nMade by `python benchmarks/greedy_speed.py` on a shared, loaded "
             "2-core machine (other sessions were running), so absolute times are pessimistic.\n\n" + table + "\n")
-    print(text)
-    (Path(__file__).parent / "results" / "greedy_speed.md").write_text(text)
+    publish(text, Path(__file__).parent / "results" / "greedy_speed.md")
     return 0
 
 

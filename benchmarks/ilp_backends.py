@@ -18,6 +18,9 @@ from pipesched.solver.core.metrics import objective_value
 from pipesched.solver.exact.ilp import backends as ilp_backends
 from pipesched.solver.exact.ilp import method as ilp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 UNEVEN3 = {"forward": [1.0, 2.0, 1.5], "backward_input": [1.0, 1.5, 2.0], "backward_weight": [0.5, 0.25, 0.75],
            "comm": 0.25}
 UNEVEN4 = {"forward": [1, 2, 1.5, 1], "backward_input": [1, 1, 2, 1.2], "backward_weight": 0.7, "comm": 0.3}
@@ -36,6 +39,7 @@ CASES: list[tuple[str, dict]] = [
     ("p4 m8 uneven+comm, span", dict(devices=4, microbatches=8, costs=UNEVEN4, objective="stage_span")),
     ("p4 m6 V, limit 4", dict(devices=4, microbatches=6, stages_per_device=2, placement="v", memory={"limit": 4})),
 ]
+
 
 
 def run(problem: Problem, method: str, backend: str | None, limit: float) -> str:
@@ -77,8 +81,7 @@ def main() -> int:
         "running), so wall times are pessimistic. Status `optimal` means the solver proved it; `bound` is the "
         "proven lower bound (analytic and solver bounds combined).\n\n" + "\n".join(rows) + "\n"
     )
-    print(text)
-    (Path(__file__).parent / "results" / "ilp_backends.md").write_text(text)
+    publish(text, Path(__file__).parent / "results" / "ilp_backends.md")
     return 0
 
 

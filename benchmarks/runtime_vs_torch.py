@@ -32,6 +32,9 @@ from pipesched.runtime.torch_runtime import torch_schedule, torch_step
 from pipesched.solver import Instance, Schedule, simulate, solve
 from pipesched.solver.formats.torch_csv import rank_programs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import publish  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results" / "runtime.md"
 LOSS = torch.nn.functional.mse_loss
 
@@ -209,9 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     for s, sb, fb, sm, fm in split_vs_fused(args.width, mb, 100):
         lines.append(f"| {s} | {1 + s % 3} | {sb:.2f} | {fb:.2f} | {sb / fb:.3f} | {sm:.2f} | {fm:.2f} | {sm / fm:.3f} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    publish(text, args.output)
     return 0
 
 
