@@ -10,7 +10,7 @@ import httpx
 import pytest
 from api_servers import SMALL, Server
 
-from pipesched.solver import Problem, Schedule, methods, solve, validate
+from pipesched.solver import Problem, Schedule, solve, validate
 from pipesched.solver.core.canonical import problem_key
 
 #: A problem whose GPipe solve takes well over a second of wall-clock (96k ops to simulate and validate).
@@ -103,7 +103,6 @@ def test_the_entry_and_torch_csv_are_served(server: Server) -> None:
 
 
 def test_the_gantt_svg_is_served(server: Server) -> None:
-    pytest.importorskip("pipesched.solver.formats.render", reason="the SVG renderer has not landed yet")
     key = server.post({"problem": SMALL, "method": "gpipe"}).json()["key"]
     svg = server.get(f"/v1/schedules/{key}/gantt.svg")
     assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
@@ -208,10 +207,6 @@ def test_an_overrunning_solver_is_killed_the_job_fails_and_the_service_stays_up(
     assert waited.status_code == 504 and "killed" in waited.json()["detail"]
 
 
-needs_auto = pytest.mark.skipif("auto" not in {m.name for m in methods()}, reason="the auto portfolio has not landed")
-
-
-@needs_auto
 def test_a_proven_optimum_from_any_method_answers_auto_from_the_cache(server: Server) -> None:
     problem = {"devices": 1, "microbatches": 3}  # one device: no bubble, GPipe is provably optimal
     first = server.post({"problem": problem, "method": "gpipe"}).json()
@@ -222,7 +217,6 @@ def test_a_proven_optimum_from_any_method_answers_auto_from_the_cache(server: Se
     assert server.metric('pipesched_solves_total{outcome="ok"}') == solves
 
 
-@needs_auto
 def test_auto_solves_end_to_end(server: Server) -> None:
     problem = {"devices": 2, "microbatches": 3}
     r = server.post({"problem": problem, "method": "auto", "time_limit_s": 2})

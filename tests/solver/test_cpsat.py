@@ -52,7 +52,7 @@ def test_cpsat_proves_every_tiny_case_optimal_and_the_schedule_validates(tiny_re
 
 
 def test_cpsat_optimum_matches_brute_force(tiny_results: dict) -> None:
-    bruteforce = pytest.importorskip("bruteforce", reason="tests/solver/bruteforce.py is not there yet")
+    import bruteforce
     for name, case in TINY.items():
         expected = bruteforce.optimum(Problem(**case))
         if expected is not None:

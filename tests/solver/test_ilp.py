@@ -97,7 +97,7 @@ def _random_order(inst: Instance, rng: random.Random) -> list[list[OpId]]:
 
 @pytest.mark.parametrize("case", sorted(TINY_CASES))
 def test_ilp_proves_the_brute_force_optimum(case: str) -> None:
-    bruteforce = pytest.importorskip("bruteforce", reason="tests/solver/bruteforce.py is not there yet")
+    import bruteforce
     schedule = _ilp(case, "tiny")
     expected = bruteforce.optimum(Problem(**TINY_CASES[case]))
     assert expected is not None
