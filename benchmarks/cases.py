@@ -1,0 +1,130 @@
+"""Held-out protocol (issue 16 item 1): a TUNING set and a HELD-OUT set of problems from stated distributions.
+
+A constant tuned on the cases it reports measures the tuning, not the solver. So every tuned constant
+or policy grid is chosen on ``tuning()`` only; benchmarks report both sets and the README's headline
+solver claims are ``heldout()`` figures (docs/heldout.md).
+
+Distributions (one draw per case, ``random.Random(seed)``):
+- model: one of the zero-bubble paper's Table 6 profiles (F, B, W, comm in ms; h, a for memory),
+  per-stage costs jittered uniformly by +-``JITTER`` (each stage draws its own factor per op kind);
+- memory (paper formulas, sequence 1024): M_B = 34h + 5as, M_W = 32h; deltas F +M_B, B M_W - M_B,
+  W -M_W; with v chunks per device each chunk carries 1/v of the costs and of M_B, M_W;
+- cap: ``c * p * M_B`` with c uniform in [1, 2] (the paper's 1p .. 2p), one number for all devices;
+- placement: loop with v in {1, 2, 4} or V (v = 2); objective stage_span or makespan (3:1).
+The two sets are disjoint by construction: different seeds AND different (p, m) grids.
+
+Sizes: TUNING 24 cases over p in {4, 8, 16}, m in {2p, 3p, 4p};
+HELD-OUT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
+List them: ``python benchmarks/cases.py`` (``--set heldout``, ``--dump DIR`` writes problem JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipesched.solver import Problem
+
+SEQUENCE = 1024
+JITTER = 0.02
+TUNING_SEED = 20261125
+HELDOUT_SEED = 91125
+SET_SIZE = 24
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One row of the zero-bubble paper's Table 6 (times of one stage, one microbatch)."""
+
+    model: str
+    h: int
+    a: int
+    f: float
+    b: float
+    w: float
+    comm: float
+
+
+PROFILES = (
+    Profile("1.5B", 2304, 24, 18.522, 18.086, 9.337, 0.601),
+    Profile("6.2B", 4096, 32, 29.718, 29.444, 19.927, 0.527),
+    Profile("14.6B", 5120, 40, 11.347, 11.248, 8.132, 0.377),
+    Profile("28.3B", 6144, 48, 10.419, 10.207, 7.715, 0.408),
+)
+
+TUNING_GRID = tuple((p, m) for p in (4, 8, 16) for m in (2 * p, 3 * p, 4 * p))
+HELDOUT_GRID = tuple((p, m) for p in (6, 12, 24) for m in (2 * p + 2, 5 * p // 2, 5 * p))
+PLACEMENTS = (("loop", 1), ("loop", 2), ("loop", 4), ("v", 2))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A drawn problem and what it was drawn from (so a table can name it)."""
+
+    name: str
+    profile: str
+    cap_factor: float
+    problem: Problem
+
+
+def _problem(rng: random.Random, prof: Profile, p: int, m: int, placement: str, v: int,
+             objective: str, cap_factor: float) -> Problem:
+    stages = p * v
+
+    def jittered(x: float) -> list[float]:
+        return [round(x / v * rng.uniform(1 - JITTER, 1 + JITTER), 4) for _ in range(stages)]
+
+    mb = (34 * prof.h + 5 * prof.a * SEQUENCE) / v
+    mw = 32 * prof.h / v
+    return Problem(
+        devices=p, microbatches=m, stages_per_device=v, placement=placement, objective=objective,
+        costs={"forward": jittered(prof.f), "backward_input": jittered(prof.b),
+               "backward_weight": jittered(prof.w), "comm": prof.comm},
+        memory={"forward": mb, "backward_input": mw - mb, "backward_weight": -mw,
+                "limit": round(cap_factor * p * mb * v, 1)},
+    )
+
+
+def draw(seed: int, grid: tuple[tuple[int, int], ...], size: int = SET_SIZE) -> list[Case]:
+    """``size`` cases cycling over ``grid``; everything else drawn from ``seed``."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(size):
+        p, m = grid[i % len(grid)]
+        prof = rng.choice(PROFILES)
+        placement, v = rng.choice(PLACEMENTS)
+        objective = rng.choice(("stage_span", "stage_span", "stage_span", "makespan"))
+        cap = round(rng.uniform(1.0, 2.0), 2)
+        name = f"{prof.model} p{p} m{m} {placement}{v} {cap}p {objective}"
+        cases.append(Case(name, prof.model, cap, _problem(rng, prof, p, m, placement, v, objective, cap)))
+    return cases
+
+
+def tuning() -> list[Case]:
+    """The only cases a constant may be chosen on."""
+    return draw(TUNING_SEED, TUNING_GRID)
+
+
+def heldout() -> list[Case]:
+    """The cases headline figures are reported on; never used to choose anything."""
+    return draw(HELDOUT_SEED, HELDOUT_GRID)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=("tuning", "heldout"), default="tuning")
+    parser.add_argument("--dump", type=Path, help="write one problem JSON per case here")
+    args = parser.parse_args(argv)
+    cases = tuning() if args.set == "tuning" else heldout()
+    for i, case in enumerate(cases):
+        print(f"{i:2d} {case.name}")
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / f"{args.set}_{i:02d}.json").write_text(case.problem.model_dump_json(indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
