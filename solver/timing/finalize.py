@@ -65,12 +65,7 @@ def finalize(
             f"method {method!r} handed a lower_bound {lower_bound!r} above the objective {objective!r} "
             "its own schedule achieves: that bound is wrong"
         )
-    closed_form = combinatorial_bound(inst)
-    if closed_form > objective + slack(objective):
-        raise InvalidScheduleError(
-            f"method {method!r}: the closed-form bound {closed_form!r} is above the objective {objective!r} "
-            "of a schedule that passed to finalize: the bound or the timing is wrong"
-        )
+    closed_form = combinatorial_bound(inst)  # checked against the objective once the schedule validates
     bound = max(closed_form, lower_bound if lower_bound is not None else closed_form)
     status = status_source(status, objective, closed_form)[0]
     bound = objective if status == "optimal" else min(bound, objective)  # equal up to slack(objective)
@@ -89,6 +84,11 @@ def finalize(
     errors = validate(schedule, inst)
     if errors:
         raise InvalidScheduleError(f"method {method!r} produced an invalid schedule: " + "; ".join(errors))
+    if closed_form > objective + slack(objective):  # a valid schedule beats a bound: the bound is wrong
+        raise InvalidScheduleError(
+            f"method {method!r}: the closed-form bound {closed_form!r} is above the objective {objective!r} "
+            "of a valid schedule: the bound is wrong"
+        )
     return schedule
 
 
