@@ -24,9 +24,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]  # figures quoted in docs/ pages are checked too
 PROVENANCE_HEADING = "## Provenance"  # benchmarks/report.py writes it
 
-_LINK = re.compile(r"\]\((benchmarks/results/[^)\s]+\.md)\)")
+_LINK = re.compile(r"\]\((?:\.\./)?(benchmarks/results/[^)\s]+\.md)\)")  # README, or docs/ (../)
 _MD_LINK = re.compile(r"\[[^\]]*\]\([^)]*\)")
 _CODE = re.compile(r"`[^`]*`")
 _FIGURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(\s?%)?")
@@ -126,16 +127,26 @@ def test_parser_reads_a_row_and_its_rounding() -> None:
 def test_every_readme_figure_is_in_its_results_file() -> None:
     figs, unlinked = figures(README.read_text())
     assert figs, "no benchmark figures found in README.md: has the table layout changed?"
-    problems = list(unlinked)
+    problems = []
+    for page in PAGES:
+        problems += _stale(page.relative_to(ROOT).as_posix(), page.read_text())
+    if problems:
+        pytest.fail("README/docs figures that their results files do not hold:\n" + "\n".join(problems), pytrace=False)
+
+
+def _stale(name: str, text: str) -> list[str]:
+    """Every figure of ``text`` not found in the results file its row links; for the README also the
+    figures that link no results file (docs/ pages may quote a one-off command's output beside it)."""
+    figs, unlinked = figures(text)
+    problems = unlinked if name == "README.md" else []
     cache: dict[str, list[float]] = {}
     for figure in figs:
         missing = [f for f in figure.files if not (ROOT / f).is_file()]
         if missing:
-            problems.append(f"README.md:{figure.line}: links {', '.join(missing)}, which does not exist")
+            problems.append(f"{name}:{figure.line}: links {', '.join(missing)}, which does not exist")
             continue
         for f in figure.files:
             cache.setdefault(f, numbers_in(ROOT / f))
         if not any(found(figure, cache[f]) for f in figure.files):
-            problems.append(f"README.md:{figure.line}: figure {figure.text!r} not found in {', '.join(figure.files)}")
-    if problems:
-        pytest.fail("README figures that their results files do not hold:\n" + "\n".join(problems), pytrace=False)
+            problems.append(f"{name}:{figure.line}: figure {figure.text!r} not found in {', '.join(figure.files)}")
+    return problems
