@@ -19,36 +19,16 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass
 
-from ..budget import GRID_MAX_POLICIES, GRID_OPS_PER_SECOND, GRID_WORK
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
 from ..core.tolerance import within_cap
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
+from .zb_policies import Policy, policies
 
 _EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Policy:
-    """One point of the heuristic's grid.
-
-    ``extra``: forwards a stage may have in flight beyond the 1F1B count (``S - s``); None lets
-    only memory cap them. ``w``: "eager" runs W whenever nothing else is ready; "fits" only when
-    the next known arrival is at least a W away (the paper's bubble filling). ``f_first``: prefer
-    a ready F over a ready B while the stage is under its in-flight cap (ZB-H2-like warm-up).
-    ``b_wait``: keep the device free for a B that is already on its way (it shortens the round
-    trip every upstream stage waits on).
-    """
-
-    extra: int | None = 0
-    w: str = "fits"
-    f_first: bool = False
-    b_wait: bool = False  # do not start an F (or W) when a known B would arrive before it ends
-    scale: float = 1.0  # in-flight cap is ceil(scale * (S - s)) + extra: more warm-up on early stages
 
 
 def _fits(inst: Instance, d: int, live: float, delta: float) -> bool:
@@ -178,40 +158,6 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     if done != total:
         raise DeadlockError(f"zb heuristic {policy} stuck after {done} of {total} ops")
     return order
-
-
-def policies(inst: Instance, seconds: float | None = None) -> list[Policy]:
-    """The grid, most useful first: the 1F1B warm-up count plus 0 or 1 (best at ``limit = p M_B``),
-    about twice it (best at ``2p M_B``: early stages fill the longer round trip), then warm-up
-    scales and extras 0, 1, 2, 4, ... up to 2S and unlimited, both W rules, both priorities; truncated to ``GRID_WORK / ops`` entries (at least the head) so that it stays
-    fast (and deterministic: the cut depends on the problem size and the nominal budget ``seconds``
-    only, never on a clock); at least one policy is always kept."""
-    extras: list[int | None] = [0, 1, 2]
-    x = 4
-    while x <= 2 * inst.num_stages:
-        extras.append(x)
-        x *= 2
-    extras.append(None)
-    # The head: the two 1F1B-like policies, then warm-up scales near 2 (at limit 2p M_B the early
-    # stages must cover about twice the 1F1B round trip). The exact values (2.06, 2.03, 2.15, ...)
-    # were picked in 3b1c6f4 by trying neighbours of 2 on the zero-bubble paper cases; they are
-    # points of a grid whose best order wins, so an unneeded point costs one simulation, never a
-    # worse answer. ``python benchmarks/zb_paper.py`` shows what they buy.
-    head = [Policy(0, "fits"), Policy(1, "fits"), Policy(-2, "eager", scale=2.06), Policy(0, "eager", scale=2.0),
-            Policy(-1, "eager", scale=2.0), Policy(-2, "eager", scale=2.25), Policy(-2, "eager", scale=2.1),
-            Policy(0, "eager", scale=1.95), Policy(-1, "eager", scale=1.9), Policy(-1, "eager", scale=2.03),
-            Policy(-3, "eager", scale=2.06), Policy(-2, "eager", scale=2.15)]
-    scaled = [Policy(e, w, scale=a) for w in ("eager", "fits") for a in (2.0, 2.25, 1.9, 1.5, 2.5, 3.0)
-              for e in (-2, -1, 0, 1)]
-    rest = [Policy(e, w, f, b) for b in (False, True) for f in (False, True) for w in ("fits", "eager")
-            for e in extras]
-    plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
-    grid = list(dict.fromkeys(head + plain + scaled + rest))
-    ops = inst.num_ops
-    size = min(GRID_MAX_POLICIES, max(len(head), GRID_WORK // max(1, ops)))
-    if seconds is not None:
-        size = min(size, int(seconds * GRID_OPS_PER_SECOND / max(1, ops)))
-    return grid[: max(1, size)]
 
 
 def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None) -> list[Incumbent]:
