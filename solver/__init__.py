@@ -5,7 +5,7 @@ Imports neither FastAPI nor torch.
 
 from .core.errors import InvalidScheduleError, NotApplicableError
 from .core.instance import Instance, OpId, stage_device
-from .core.problem import Costs, Memory, Problem, ProblemCaps
+from .core.problem import Costs, Memory, Problem, ProblemCaps, Units
 from .core.registry import SolveOptions, get_method, methods, solve
 from .core.schedule import Order, Schedule, ScheduledOp
 from .timing.finalize import finalize, from_order, no_schedule
@@ -14,6 +14,6 @@ from .timing.validate import validate
 
 __all__ = [
     "Costs", "DeadlockError", "Instance", "InvalidScheduleError", "Memory", "NotApplicableError", "OpId",
-    "Order", "Problem", "ProblemCaps", "Schedule", "ScheduledOp", "SolveOptions", "finalize", "from_order",
+    "Order", "Problem", "ProblemCaps", "Schedule", "Units", "ScheduledOp", "SolveOptions", "finalize", "from_order",
     "get_method", "methods", "no_schedule", "simulate", "solve", "stage_device", "validate",
 ]

@@ -57,11 +57,14 @@ def summary(schedule: Schedule) -> str:
     else:
         gap = gap_text(s.gap, s.status)
         bubble = "–" if s.bubble_ratio is None else f"{s.bubble_ratio:.1%}"
+        units = s.problem.units
+        in_time = f" ({units.time})" if units and units.time else ""
+        in_memory = f" ({units.memory})" if units and units.memory else ""
         lines.append(
             f"makespan {_num(s.makespan)} · objective {_num(s.objective_value)} · "
-            f"lower bound {_num(s.lower_bound)} · gap {gap} · bubble {bubble}"
+            f"lower bound {_num(s.lower_bound)}{in_time} · gap {gap} · bubble {bubble}"
         )
-        lines.append("peak memory per device: " + " ".join(_num(x) for x in s.peak_memory))
+        lines.append(f"peak memory per device{in_memory}: " + " ".join(_num(x) for x in s.peak_memory))
         if (warning := s.problem.memory_warning(s.peak_memory)) is not None:
             lines.append(f"warning: {warning}")
     lines.append(f"solve time {s.solve_time_s:.3f} s")

@@ -3,6 +3,12 @@
 A model of ``S = p * v`` stages, numbered in model order, is spread over ``p`` devices.
 Every stage ``s`` and microbatch ``i`` has a forward op ``F(s, i)``, an input-gradient
 backward ``B(s, i)`` and, with ``split_backward``, a weight-gradient backward ``W(s, i)``.
+
+Under ``placement: "dual"`` (DualPipe, docs/dualpipe.md) the model has ``p`` stages held twice:
+stage ids ``0..p-1`` are the downward copy (stage ``k`` on device ``k``), ``p..2p-1`` the upward
+copy (id ``p + k`` is model stage ``k``, on device ``p - 1 - k``); microbatches ``i < dual_split``
+run through the downward copy only, the others through the upward one. Per-stage lists then give
+one entry per *model* stage (``p`` of them) and both copies read them.
 This module only describes and checks a problem; :mod:`pipesched.solver.core.instance` turns it
 into the plain arrays the solvers work on.
 """
@@ -103,6 +109,26 @@ class Memory(BaseModel):
         return value
 
 
+class Units(BaseModel):
+    """Names of the time and memory units the numbers are in (labels only: solving ignores them).
+
+    The solver works in "any unit"; a problem made from a model (``pipesched plan``, the cost model)
+    says which, so charts and summaries can label their axes. Not part of the cache key.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: str | None = Field(None, max_length=16, description="e.g. 'ms'; labels the time axis.")
+    memory: str | None = Field(None, max_length=16, description="e.g. 'GiB'; labels memory figures.")
+
+    @field_validator("time", "memory")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or not value.isprintable()):
+            raise ValueError("must be a short printable name such as 'ms' or 'GiB'")
+        return value
+
+
 class Problem(BaseModel):
     """One pipeline-scheduling problem; the single representation shared by every component."""
 
@@ -111,28 +137,48 @@ class Problem(BaseModel):
     devices: int = Field(..., description="p: number of pipeline devices (ranks).")
     microbatches: int = Field(..., description="m: microbatches per training step.")
     stages_per_device: int = Field(1, description="v: model chunks held by each device.")
-    placement: Literal["loop", "v"] = Field(
-        "loop", description="'loop': stage s on device s % p; 'v' (v = 2): V-shape, s < p on s, else 2p-1-s."
+    placement: Literal["loop", "v", "dual"] = Field(
+        "loop", description=(
+            "'loop': stage s on device s % p; 'v' (v = 2): V-shape, s < p on s, else 2p-1-s; "
+            "'dual' (v = 2, p even): DualPipe's two copies of a p-stage model, one per direction."),
     )
+    dual_split: int | None = Field(
+        None, description="'dual' only: microbatches 0..dual_split-1 flow down (device 0 -> p-1), the rest "
+        "up; default m // 2.")
     split_backward: bool = Field(True, description="Split backward into B (input grad) and W (weight grad).")
     costs: Costs = Field(default_factory=Costs)
     memory: Memory = Field(default_factory=Memory)
     objective: Literal["makespan", "stage_span"] = "makespan"
+    units: Units | None = Field(None, description="Optional names of the time and memory units (labels only).")
 
     @property
     def num_stages(self) -> int:
+        """Stage ids ``S = p * v`` (under "dual": ``2p``, the two copies of the ``p``-stage model)."""
         return self.devices * self.stages_per_device
+
+    @property
+    def num_model_stages(self) -> int:
+        """Entries of a per-stage list: ``S``, or ``p`` under "dual" (both copies share them)."""
+        return self.devices if self.placement == "dual" else self.num_stages
+
+    @property
+    def down_microbatches(self) -> int:
+        """Microbatches through the downward copy: ``dual_split`` (default ``m // 2``); all of them
+        unless the placement is "dual"."""
+        if self.placement != "dual":
+            return self.microbatches
+        return self.microbatches // 2 if self.dual_split is None else self.dual_split
 
     @property
     def num_ops(self) -> int:
         kinds = 3 if self.split_backward else 2
-        return kinds * self.num_stages * self.microbatches
+        return kinds * self.num_model_stages * self.microbatches
 
     def one_f_one_b_peaks(self) -> list[float]:
         """1F1B's peak memory per device for this model (:mod:`pipesched.solver.core.limits`)."""
-        s, mem = self.num_stages, self.memory
+        s, mem = self.num_model_stages, self.memory
         deltas = [x if isinstance(x, list) else [x] * s for x in (mem.forward, mem.backward_input, mem.backward_weight)]
-        return one_f_one_b_peaks(self.devices, self.microbatches, self.placement, self.split_backward, *deltas)
+        return _one_f_one_b_reference(self.devices, self.microbatches, self.placement, self.split_backward, deltas)
 
     def memory_warning(self, peaks: Sequence[float]) -> str | None:
         """With no limit, why an answer's ``peaks`` may surprise (above 1F1B's somewhere), else None."""
@@ -177,8 +223,10 @@ def _raw_peaks(data: dict[str, Any], mem: dict[str, Any]) -> list[float]:
     if min(p, m, v) < 1 or stages > ProblemCaps.from_env().max_devices * 64:
         raise ValueError("sizes out of range")
     placement = data.get("placement", "loop")
-    if placement == "v" and v != 2:
-        raise ValueError("v placement needs v = 2")
+    if placement in ("v", "dual") and v != 2:
+        raise ValueError("v and dual placements need v = 2")
+    if placement == "dual":
+        stages = p
     defaults = {"forward": 1.0, "backward_input": 0.0, "backward_weight": -1.0}
     deltas = []
     for name, default in defaults.items():
@@ -187,7 +235,20 @@ def _raw_peaks(data: dict[str, Any], mem: dict[str, Any]) -> list[float]:
         if len(values) != stages or not all(math.isfinite(y) for y in values):
             raise ValueError(f"memory.{name}")
         deltas.append(values)
-    return one_f_one_b_peaks(p, m, str(placement), bool(data.get("split_backward", True)), *deltas)
+    return _one_f_one_b_reference(p, m, str(placement), bool(data.get("split_backward", True)), deltas)
+
+
+def _one_f_one_b_reference(p: int, m: int, placement: str, split: bool, deltas: list[list[float]]) -> list[float]:
+    """1F1B's per-device peaks; under "dual" the largest of them on every device.
+
+    Why the largest: a dual device holds two model stages, one per direction, and DeepSeek's table
+    compares DualPipe's activations (``p + 1`` microbatches per device) with 1F1B's worst device
+    (``p``), the same model run by 1F1B on the same ``p`` devices.
+    """
+    if placement == "dual":
+        peak = max(one_f_one_b_peaks(p, m, "loop", split, *deltas))
+        return [peak] * p
+    return one_f_one_b_peaks(p, m, placement, split, *deltas)
 
 
 def _positive_int(name: str, value: int, cap: int) -> str | None:
@@ -198,10 +259,13 @@ def _positive_int(name: str, value: int, cap: int) -> str | None:
     return None
 
 
-def _per_stage(name: str, value: PerStage, stages: int, *, non_negative: bool) -> tuple[list[str], list[float]]:
+def _per_stage(name: str, value: PerStage, stages: int, *, non_negative: bool,
+               dual: bool = False) -> tuple[list[str], list[float]]:
     values = list(value) if isinstance(value, list) else [value] * stages
     if isinstance(value, list) and len(values) != stages:
-        return [f"{name} has {len(values)} entries but the model has S = devices * stages_per_device = {stages} stages"], []
+        what = (f"the dual placement's model has p = devices = {stages} stages (one entry per model stage, "
+                "shared by both copies)" if dual else f"the model has S = devices * stages_per_device = {stages} stages")
+        return [f"{name} has {len(values)} entries but {what}"], []
     errors: list[str] = []
     for s, x in enumerate(values if isinstance(value, list) else [value]):
         where = f"{name}[{s}]" if isinstance(value, list) else name
@@ -234,22 +298,27 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
         return errors
     if problem.placement == "v" and problem.stages_per_device != 2:
         errors.append(f"placement 'v' needs stages_per_device = 2 (got {problem.stages_per_device})")
+    errors += _dual_errors(problem)
+    if errors:
+        return errors
     if problem.num_ops > caps.max_ops:
         errors.append(
             f"the problem has {problem.num_ops} ops (kinds x devices x stages_per_device x microbatches), "
             f"more than the cap of {caps.max_ops}"
         )
         return errors
-    stages = problem.num_stages
+    stages, dual = problem.num_model_stages, problem.placement == "dual"
     costs = {}
     for field in ("forward", "backward_input", "backward_weight"):
-        errs, costs[field] = _per_stage(f"costs.{field}", getattr(problem.costs, field), stages, non_negative=True)
+        errs, costs[field] = _per_stage(f"costs.{field}", getattr(problem.costs, field), stages, non_negative=True,
+                                        dual=dual)
         errors += errs
     if (e := number_error("costs.comm", problem.costs.comm, non_negative=True)) is not None:
         errors.append(e)
     deltas = {}
     for field in ("forward", "backward_input", "backward_weight"):
-        errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages, non_negative=False)
+        errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages,
+                                         non_negative=False, dual=dual)
         errors += errs
     if all(len(d) == stages for d in deltas.values()):
         for s in range(stages):
@@ -271,4 +340,26 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
             where = f"memory.limit[{d}]" if isinstance(limit, list) else "memory.limit"
             if (e := number_error(where, x, non_negative=True)) is not None:
                 errors.append(e)
+    return errors
+
+
+def _dual_errors(problem: Problem) -> list[str]:
+    """Why the dual placement fields are not acceptable: "dual" needs v = 2, p even, m >= 2 and a split
+    in ``[0, m]``; ``dual_split`` means nothing for the other placements."""
+    if problem.placement != "dual":
+        if problem.dual_split is not None:
+            return [f"dual_split is only meaningful with placement 'dual' (got placement {problem.placement!r})"]
+        return []
+    errors = []
+    if problem.stages_per_device != 2:
+        errors.append(f"placement 'dual' needs stages_per_device = 2, one chunk per direction "
+                      f"(got {problem.stages_per_device})")
+    if problem.devices % 2:
+        errors.append(f"placement 'dual' needs an even number of devices (got devices = {problem.devices})")
+    if problem.microbatches < 2:
+        errors.append(f"placement 'dual' needs microbatches >= 2, at least one per direction "
+                      f"(got {problem.microbatches})")
+    split = problem.dual_split
+    if split is not None and not 0 <= split <= problem.microbatches:
+        errors.append(f"dual_split must be in [0, microbatches = {problem.microbatches}] (got {split})")
     return errors

@@ -9,7 +9,8 @@ shaded (:mod:`.memory_track`), so a bubble caused by the memory cap is told apar
 by dependencies. Microbatch numbers are written in 11px inside boxes wide enough, in 8px on
 narrower ones, and charts up to ``TOOLTIP_MAX_OPS`` ops carry a hover ``<title>`` per op.
 
-The time axis has no unit: a Problem states none (costs are "any time unit").
+The time axis and the memory figures carry the problem's ``units`` when it states them (a problem
+made by ``pipesched plan`` or the cost model does); otherwise costs are "any time unit".
 
 Size: a row is a ``<g>`` translated to its height, so each op is one short ``<rect>`` with an
 ``x``, a ``width`` and a class, roughly 60 bytes an op once tooltips and labels drop out, and
@@ -222,7 +223,9 @@ def render_svg(schedule: Schedule) -> str:
         ticks.append(f'<text class="k" x="{_fmt(x)}" y="{axis_y + 15}">{_fmt(t) if step < 1 else f"{t:g}"}</text>')
         t = round(t + step, 12)
     out.append(f'<g id="axis">{"".join(ticks)}</g>')
-    out.append(f'<text class="k" x="{_fmt(LEFT + chart_w / 2)}" y="{axis_y + 30}">time</text>')
+    time_unit = problem.units.time if problem.units and problem.units.time else None
+    axis_label = f"time ({time_unit})" if time_unit else "time"
+    out.append(f'<text class="k" x="{_fmt(LEFT + chart_w / 2)}" y="{axis_y + 30}">{escape(axis_label)}</text>')
 
     tooltips = len(schedule.ops) <= TOOLTIP_MAX_OPS
     rows: list[list[str]] = [[] for _ in range(devices)]
@@ -253,8 +256,9 @@ def render_svg(schedule: Schedule) -> str:
         out.append("</g>")
         if show_memory:
             tr = tracks[d]
-            cap = "none" if math.isinf(tr.limit) else f"{tr.limit:g}"
-            tip = f"device {d} memory: peak {tr.peak:g}, limit {cap}; shaded where it sits at the limit"
+            mem_unit = f" {problem.units.memory}" if problem.units and problem.units.memory else ""
+            cap = "none" if math.isinf(tr.limit) else f"{tr.limit:g}{mem_unit}"
+            tip = f"device {d} memory: peak {tr.peak:g}{mem_unit}, limit {cap}; shaded where it sits at the limit"
             out.extend(track_svg(tr, d, LEFT, chart_w, scale, y + ROW_HEIGHT + 2, memory_range,
                                  horizon, escape(tip)))
     out.append("</svg>")
