@@ -27,7 +27,9 @@ from .errors import RequestIds, configure_logging
 from .metrics import Metrics
 from .middleware import CacheHitFastPath, Guard
 from .models import SolveRequest
-from .routes import jobs, ops, schedules, solve
+from .plan_jobs import PlanJobs
+from .plan_models import PlanRequest
+from .routes import jobs, ops, plan, schedules, solve
 from .service import Service
 from .settings import Settings
 from .solving.jobs import JobManager
@@ -46,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
         app.state.service = Service(settings, store, cache, metrics, manager, BodyMemo(settings.memo_entries))
+        app.state.plans = PlanJobs(settings, runner)  # POST /v1/plan: its own table and jobs
         if settings.workers == "external":
             from .scaleout.front import ExternalJobs
 
@@ -59,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             warm.cancel()
             await manager.close()
+            await app.state.plans.close()
             if app.state.service.external is not None:
                 await app.state.service.external.close()
             store.close()
@@ -73,13 +77,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     add_offline_docs(app)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
-    for router in (solve.router, jobs.router, schedules.router, ops.router, page.router):
+    for router in (solve.router, plan.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
     app.add_middleware(CacheHitFastPath, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
     app.add_middleware(RequestIds)  # outermost: ids every request, logs and answers unexpected errors
     configure_logging()
-    app.openapi = _openapi_with_solve_request(app)  # type: ignore[method-assign]
+    app.openapi = _openapi_with_hand_parsed_bodies(app)  # type: ignore[method-assign]
     return app
 
 
@@ -87,19 +91,20 @@ async def validation_error(_request: Request, exc: RequestValidationError) -> JS
     return validation_error_response(exc.errors())
 
 
-def _openapi_with_solve_request(app: FastAPI) -> Callable[[], dict[str, Any]]:
-    """FastAPI's schema plus ``SolveRequest``, whose body the solve route parses by hand."""
+def _openapi_with_hand_parsed_bodies(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """FastAPI's schema plus ``SolveRequest`` and ``PlanRequest``, the bodies their routes parse by hand."""
     default = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
         schema = default()
-        request = SolveRequest.model_json_schema(ref_template="#/components/schemas/SolveRequest_{model}")
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for name, sub in request.pop("$defs", {}).items():
-            components[f"SolveRequest_{name}"] = sub
-        components["SolveRequest"] = request
+        for body in (SolveRequest, PlanRequest):
+            request = body.model_json_schema(ref_template=f"#/components/schemas/{body.__name__}_{{model}}")
+            for name, sub in request.pop("$defs", {}).items():
+                components[f"{body.__name__}_{name}"] = sub
+            components[body.__name__] = request
         app.openapi_schema = schema
         return schema
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import threading
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from . import worker
 
@@ -28,12 +29,14 @@ class ProcessRunner:
 
     def run(self, problem_json: str, method: str, time_limit_s: float, hint_json: str | None) -> tuple[Outcome, str]:
         """Blocking: ``(outcome, schedule JSON or error message)``. Call from a thread."""
+        return self.call(worker.run_solve, (problem_json, method, time_limit_s, hint_json, self.solver_workers),
+                         time_limit_s)
+
+    def call(self, target: Callable[..., None], args: tuple[Any, ...], time_limit_s: float) -> tuple[Outcome, str]:
+        """Blocking: run ``target(conn, *args)`` in a fresh process (it sends one ``(outcome, payload)``
+        through ``conn``), killed at ``time_limit_s + kill_grace_s``. Plans use it too."""
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(
-            target=worker.run_solve,
-            args=(sender, problem_json, method, time_limit_s, hint_json, self.solver_workers),
-            daemon=True,
-        )
+        proc = self.ctx.Process(target=target, args=(sender, *args), daemon=True)
         with self._lock:
             self._live.add(proc)
         deadline = time_limit_s + self.kill_grace_s

@@ -263,6 +263,10 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
         if tried and all(c.not_applicable for c in tried):
             raise NotApplicableError(tried[0].reason or f"method {method!r} does not apply")
         why = next((c.reason for c in tried if c.reason), "no split fits the devices' memory")
+        unproven = [c for c in tried if c.schedule is not None and c.schedule.status != "infeasible"]
+        if unproven:  # a split fits but its solve found nothing in time: not proven infeasible
+            return _infeasible(model, cluster, method, f"no schedule found in time ({unproven[0].reason or 'timeout'})",
+                               t0).model_copy(update={"status": "timeout"})
         return _infeasible(model, cluster, method, why, t0)
     m, search, best, named = min(found, key=lambda r: r[2].step / r[0])
     bound, step = bounds[m], best.step

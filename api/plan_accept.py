@@ -1,0 +1,88 @@
+"""Admission of a ``POST /v1/plan`` body: parse, check the service's caps and the method, and key it.
+
+The same 422 shape as ``/v1/solve`` (:mod:`pipesched.api.accept`): every error with its field, and
+one line a person can read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from pipesched.solver.core.errors import NotApplicableError
+from pipesched.solver.core.io import InputError
+from pipesched.solver.core.registry import get_method
+from pipesched.solver.planning.cli import parse_module_names
+from pipesched.solver.planning.key import plan_key
+
+from .bodies import validation_error_response
+from .plan_models import PlanRequest
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class AcceptedPlan:
+    """A plan request that passed validation, the caps and the method check."""
+
+    key: str
+    method: str
+    model_json: str
+    cluster_json: str
+    module_names: str | None
+    time_limit_s: float
+    wait_s: float
+
+
+def accept_plan(body: bytes, settings: Settings) -> AcceptedPlan | JSONResponse:
+    """Parse and check a request body: the request to act on, or the 422 saying what is wrong."""
+    try:
+        req = PlanRequest.model_validate_json(body)
+    except ValidationError as e:
+        return validation_error_response(e.errors(), ("body",))
+    time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
+    detail = _over_caps(req, time_limit_s, settings) + _field_errors(req)
+    if detail:
+        line = "; ".join(f"{'.'.join(str(x) for x in d['loc'][1:])}: {d['msg']}" for d in detail)
+        return JSONResponse({"detail": detail, "error": line}, status_code=422)
+    wait_s = min(req.wait_s if req.wait_s is not None else settings.default_wait_s, settings.max_wait_s)
+    return AcceptedPlan(key=plan_key(req.model, req.cluster, req.module_names), method=req.method,
+                        model_json=req.model.model_dump_json(), cluster_json=req.cluster.model_dump_json(),
+                        module_names=req.module_names, time_limit_s=time_limit_s, wait_s=wait_s)
+
+
+def _over_caps(req: PlanRequest, time_limit_s: float, settings: Settings) -> list[dict[str, Any]]:
+    """Every service cap the request exceeds: the cluster is checked as the problems it induces would be."""
+    c = req.cluster
+    m = max(c.microbatch_choices())
+    ops = c.num_stages * m * (3 if c.split_backward else 2)
+    checks: list[tuple[str, float, float, list[str]]] = [
+        ("service_max_devices", c.devices, settings.service_max_devices, ["cluster", "devices"]),
+        ("service_max_microbatches", m, settings.service_max_microbatches, ["cluster", "microbatches"]),
+        ("service_max_stages_per_device", c.stages_per_device, settings.service_max_stages_per_device,
+         ["cluster", "stages_per_device"]),
+        ("service_max_ops", ops, settings.service_max_ops, ["cluster"]),
+        ("max_time_limit_s", time_limit_s, settings.max_time_limit_s, ["time_limit_s"]),
+    ]
+    return [{"loc": ["body", *loc], "type": "cap_exceeded", "cap": cap, "limit": limit,
+             "msg": f"{'the op count of its problems' if cap == 'service_max_ops' else loc[-1]} is {value:g}, "
+                    f"over this service's cap {cap} = {limit:g}"}
+            for cap, value, limit, loc in checks if value > limit]
+
+
+def _field_errors(req: PlanRequest) -> list[dict[str, Any]]:
+    """An unknown method or malformed module names, named by field."""
+    out: list[dict[str, Any]] = []
+    try:
+        get_method(req.method)
+    except NotApplicableError as e:
+        out.append({"loc": ["body", "method"], "msg": str(e), "type": "not_applicable"})
+    if req.module_names is not None:
+        try:
+            parse_module_names(req.module_names)
+        except InputError as e:
+            out.append({"loc": ["body", "module_names"], "msg": str(e).removeprefix("--module-names "),
+                        "type": "value_error"})
+    return out
