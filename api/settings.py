@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     workers: Literal["local", "external"] = Field(
         "local", description="local: solver processes of this replica; external: 'pipesched worker' processes "
         "through the PostgreSQL queue (docs/scale-out.md).")
+    job_retention_s: float = Field(
+        86400.0, ge=60.0, description="--workers external: how long finished job records (and pgqueuer's log) "
+        "are kept for GET /v1/jobs/{id}; the schedules stay in the cache (docs/scale-out.md).")
     max_concurrent_solves: int = Field(2, description="Solver processes running at once.")
     max_queued_solves: int = Field(32, description="Distinct solves waiting for a process; more is refused with 429.")
     kill_grace_s: float = Field(5.0, description="A solve is killed at time_limit_s + kill_grace_s wall-clock.")

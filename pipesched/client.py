@@ -29,6 +29,9 @@ from pipesched.solver.core.canonical import problem_key
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
 
+#: Header that marks a request as batch work (docs/scale-out.md, "Priority").
+PRIORITY_HEADER = "x-pipesched-priority"
+
 FINAL_STATUSES = ("optimal", "infeasible")
 
 
@@ -96,6 +99,8 @@ class Client:
 
     ``retries`` connection attempts are made with back-off ``backoff_s * 2**i``; ``cache_dir=None``
     uses ``$PIPESCHED_CLIENT_CACHE`` or ``~/.cache/pipesched``, ``cache_dir=False`` disables it.
+    ``priority="batch"`` marks the solves as a sweep's: a ``--workers external`` service runs
+    interactive requests first.
     """
 
     def __init__(
@@ -109,6 +114,7 @@ class Client:
         retries: int = 4,
         backoff_s: float = 0.25,
         poll_s: float = 0.5,
+        priority: Literal["interactive", "batch"] = "interactive",
     ) -> None:
         self.url = url.rstrip("/")
         self.fallback = fallback
@@ -117,6 +123,8 @@ class Client:
         self.poll_s = poll_s
         self.cache = None if cache_dir is False else LocalCache(cache_dir or default_cache_dir())
         headers = {"authorization": f"Bearer {token}"} if token else {}
+        if priority == "batch":  # a scale-out service queues these behind trainers' requests
+            headers[PRIORITY_HEADER] = "batch"
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 
     def __enter__(self) -> Client:

@@ -9,7 +9,9 @@ import logging
 import signal
 from typing import Any
 
-from pipesched.solver.core.io import InputError
+from pydantic import ValidationError
+
+from pipesched.solver.core.io import InputError, describe_validation_error
 
 
 def register(sub: Any) -> None:
@@ -26,6 +28,12 @@ def register(sub: Any) -> None:
                         help="attempts before a job whose workers keep dying is failed (default 3)")
     worker.add_argument("--heartbeat-timeout", type=float, default=10.0,
                         help="seconds without a heartbeat before another worker takes a job over (default 10)")
+    worker.add_argument("--nice", type=int, default=10,
+                        help="OS priority of the solve processes, 0-19: above 0 a replica or anything else on "
+                        "the host is served first; the worker's own loop stays at normal priority (default 10)")
+    worker.add_argument("--retention", type=float, default=None,
+                        help="seconds finished job records are kept for GET /v1/jobs/{id}, at least 60 "
+                        "(default 86400, or PIPESCHED_JOB_RETENTION_S); the schedules stay in the cache")
     worker.add_argument("--log-level", default="warning", help="log level (default warning)")
     worker.set_defaults(handler=_worker)
 
@@ -33,7 +41,16 @@ def register(sub: Any) -> None:
 def _worker(args: argparse.Namespace) -> int:
     from ..settings import Settings
 
-    settings = Settings(**({"db": args.db} if args.db else {}))
+    if args.retention is not None and not args.retention >= 60:
+        raise InputError(f"--retention must be >= 60 seconds (got {args.retention:g}): a client polling a "
+                         "finished job needs time to read it")
+    if not 0 <= args.nice <= 19:
+        raise InputError(f"--nice must be from 0 (as the worker) to 19 (lowest priority) (got {args.nice})")
+    overrides = {"db": args.db, "job_retention_s": args.retention}
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as e:
+        raise InputError(f"settings (flags or PIPESCHED_* variables): {describe_validation_error(e)}") from None
     if not settings.db.startswith("postgresql"):
         raise InputError(f"--db {settings.db}: the worker needs the shared PostgreSQL store (postgresql://...)")
     for flag, value, low in (("--concurrency", args.concurrency, 1), ("--max-attempts", args.max_attempts, 1),
@@ -48,7 +65,8 @@ def _worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = WorkerConfig(db=settings.db, table_prefix=settings.table_prefix, concurrency=args.concurrency,
                           max_attempts=args.max_attempts, heartbeat_timeout_s=args.heartbeat_timeout,
-                          kill_grace_s=settings.kill_grace_s)
+                          kill_grace_s=settings.kill_grace_s, nice=args.nice,
+                          retention_s=settings.job_retention_s)
     asyncio.run(_run(Worker, config))
     return 0
 

@@ -22,9 +22,11 @@ from ..solving.jobs import Job
 from ..store import Store
 from .jobtable import JobTable
 from .queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE, JobQueue, dedupe_key
+from .wakeups import Listener, done_channel, wait_woken
 
-#: Polling interval of a waiting request: starts short (a fast solve answers fast), grows to the cap.
-_POLL_FIRST_S, _POLL_MAX_S = 0.02, 0.25
+#: A waiting request is woken by the worker's notification; this re-check is only the safety net
+#: for a notification lost while the listening connection was down.
+SAFETY_RECHECK_S = 2.0
 
 
 class ExternalJobs:
@@ -36,11 +38,16 @@ class ExternalJobs:
         self.store, self.cache = store, cache
         self.queue = JobQueue(settings.db, settings.table_prefix)
         self.table = JobTable(store.engine, settings.table_prefix)
+        self.done = done_channel(settings.table_prefix)
+        self.listener = Listener(self.queue.url, [self.done])
+        self.retention_s = settings.job_retention_s
 
     async def start(self) -> None:
         await self.queue.install()
+        await self.listener.start()
 
     async def close(self) -> None:
+        await self.listener.close()
         await self.queue.close()
 
     async def solve(self, accepted: Accepted, hint: Hit | None, priority: str | None) -> Response:
@@ -54,6 +61,10 @@ class ExternalJobs:
         await asyncio.to_thread(self.table.record, job_id, accepted.key, accepted.method,
                                 accepted.time_limit_s, accepted.problem_json)
         row = await self._wait(job_id, accepted.wait_s)
+        if row is None:  # finished and pruned already (retention): the schedule is in the cache
+            entry = await asyncio.to_thread(self.store.get, accepted.key, accepted.method)
+            if entry is not None:
+                return solve_response(accepted.key, False, self.cache.remember(entry), accepted.problem_json)
         if row is None or row.state not in ("done", "failed"):
             state = row.state if row is not None else "queued"
             return JSONResponse({"job": job_id, "key": accepted.key, "state": state}, status_code=202,
@@ -67,19 +78,22 @@ class ExternalJobs:
         """``GET /v1/jobs/{id}`` from the shared tables, whichever replica enqueued the job."""
         row = await asyncio.to_thread(self.table.get, job_id)
         if row is None:
-            return JSONResponse({"detail": f"no job {job_id!r} (unknown to the shared job table)"}, status_code=404)
+            return JSONResponse({"detail": f"no job {job_id!r}: unknown, or finished more than "
+                                 f"{self.retention_s:g} s ago (job_retention_s); a finished job's schedule "
+                                 "stays in the cache: POST the problem again"}, status_code=404)
         return Response(job_json(await asyncio.to_thread(self._job, row)), media_type="application/json")
 
     async def _wait(self, job_id: str, wait_s: float) -> Any | None:
+        """The job's row once finished (or at the deadline), read again only when its worker says so."""
         deadline = time.monotonic() + wait_s
-        delay = _POLL_FIRST_S
-        while True:
-            row = await asyncio.to_thread(self.table.get, job_id)
-            left = deadline - time.monotonic()
-            if (row is not None and row.state in ("done", "failed")) or left <= 0:
-                return row
-            await asyncio.sleep(min(delay, left))
-            delay = min(delay * 2, _POLL_MAX_S)
+        with self.listener.watch(self.done, job_id) as finished:
+            while True:
+                finished.clear()  # before the read: a notification after it still wakes us
+                row = await asyncio.to_thread(self.table.get, job_id)
+                left = deadline - time.monotonic()
+                if row is None or row.state in ("done", "failed") or left <= 0:
+                    return row
+                await wait_woken(finished, min(SAFETY_RECHECK_S, left))
 
     def _job(self, row: Any) -> Job:
         """The job record in the shape the local job manager uses, so the bodies are shared."""

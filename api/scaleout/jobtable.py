@@ -15,7 +15,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Engine, Float, Integer, MetaData, String, Table, Text, select, update
+from sqlalchemy import (
+    Column,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 
@@ -99,12 +111,23 @@ class JobTable:
         t = self.table
         return retrying(self._first, select(t).where(t.c.id == job_id))
 
+    def prune(self, retention_s: float) -> int:
+        """Delete finished (``done``/``failed``) records older than ``retention_s``; never a queued or
+        running one. Returns how many went. The schedules stay in the cache."""
+        t = self.table
+        stmt = delete(t).where(t.c.state.in_(("done", "failed")), t.c.finished_at < time.time() - retention_s)
+        return int(retrying(self._rowcount, stmt))
+
     def drop(self) -> None:
         self.metadata.drop_all(self.engine)
 
     def _execute(self, stmt: Any) -> None:
         with self.engine.begin() as c:
             c.execute(stmt)
+
+    def _rowcount(self, stmt: Any) -> int:
+        with self.engine.begin() as c:
+            return c.execute(stmt).rowcount
 
     def _scalar(self, stmt: Any) -> Any:
         with self.engine.begin() as c:

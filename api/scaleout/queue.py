@@ -132,5 +132,23 @@ class JobQueue:
         """Move the job out of the queue into pgqueuer's log (its result is in the cache and job table)."""
         await self._call(lambda q: q.log_jobs([(job, "successful" if ok else "exception", None)]))
 
+    async def prune_log(self, retention_s: float) -> int:
+        """Delete pgqueuer log rows older than ``retention_s`` (its own clear is all or nothing)."""
+        async def op(q: Queries) -> int:
+            rows = await q.driver.fetch(
+                f"WITH gone AS (DELETE FROM {self.settings.queue_table_log} "  # noqa: S608 (our own table name)
+                "WHERE created < NOW() - make_interval(secs => $1) RETURNING 1) SELECT count(*) AS n FROM gone",
+                float(retention_s))
+            return int(rows[0]["n"])
+        return await self._call(op)
+
+    @property
+    def channel(self) -> str:
+        """pgqueuer's channel: its trigger notifies on every change of the queue table."""
+        return self.settings.channel
+
+    async def notify(self, channel: str, payload: str) -> None:
+        await self._call(lambda q: q.driver.notify(channel, payload))
+
     async def close(self) -> None:
         await self._drop()

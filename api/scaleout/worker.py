@@ -10,6 +10,15 @@ exits with it: :func:`pipesched.api.solving.worker._exit_with_parent`), and afte
 ``heartbeat_timeout_s`` any other worker's claim picks the job up again. Each attempt is counted
 in the job table; the one after ``max_attempts`` marks the job ``failed`` with the reason instead
 of solving a problem that keeps killing its workers.
+
+Wake-ups. An idle worker sleeps until pgqueuer's trigger notifies a change of the queue
+(:mod:`.wakeups`), so a job queued on any replica starts within milliseconds; a re-check every
+``safety_recheck_s`` covers a notification lost while the listening connection was down. The
+worker that finishes a job notifies the replicas waiting on it.
+
+Priority and retention. Solves run at ``nice`` (:mod:`.lowprio`). Every ``retention_s / 4`` (at
+most 10 min) the worker deletes finished job records and pgqueuer log rows older than
+``retention_s``; queued and running jobs are never touched.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from pgqueuer.domain.models import Job as QueueJob
 from ..solving.runner import ProcessRunner
 from ..store import Store
 from .jobtable import JobTable, retrying
+from .lowprio import run_solve_niced
 from .queue import JobQueue
+from .wakeups import Listener, done_channel, wait_woken
 
 log = logging.getLogger("pipesched.scaleout")
 
@@ -40,7 +51,9 @@ class WorkerConfig:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 10.0
     kill_grace_s: float = 5.0
-    poll_s: float = 0.2  # idle claim interval
+    nice: int = 10  # OS priority of the solve processes (0: as the worker)
+    retention_s: float = 86400.0  # finished job records kept this long
+    safety_recheck_s: float = 5.0  # idle re-claim without a notification (lost while reconnecting)
 
 
 class Worker:
@@ -52,6 +65,8 @@ class Worker:
             raise ValueError(f"the worker needs a postgresql:// database (got {config.db!r})")
         self.table = JobTable(self.store.engine, config.table_prefix)
         self.queue = JobQueue(config.db, config.table_prefix)
+        self.listener = Listener(self.queue.url, [self.queue.channel])
+        self.done = done_channel(config.table_prefix)
         self.runner = ProcessRunner(config.kill_grace_s)
         self.running: dict[int, QueueJob] = {}
         self.stop = asyncio.Event()
@@ -59,27 +74,32 @@ class Worker:
     async def run(self) -> None:
         """Claim and solve until :attr:`stop` is set; then let running solves finish."""
         await self.queue.install()
+        await self.listener.start()
         slots = asyncio.Semaphore(self.config.concurrency)
         tasks: set[asyncio.Task[None]] = set()
-        beat = asyncio.create_task(self._beat())
+        chores = [asyncio.create_task(self._beat()), asyncio.create_task(self._prune())]
+        recheck = min(self.config.safety_recheck_s, self.config.heartbeat_timeout_s / 2)
         try:
-            while not self.stop.is_set():
-                await slots.acquire()
-                job = await self._claim()
-                if job is None:
-                    slots.release()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.stop.wait(), self.config.poll_s)
-                    continue
-                self.running[int(job.id)] = job
-                task = asyncio.create_task(self._handle(job))
-                tasks.add(task)
-                task.add_done_callback(lambda t, j=int(job.id): (tasks.discard(t), self.running.pop(j, None),
-                                                                 slots.release()))
+            with self.listener.watch(self.queue.channel) as changed:
+                while not self.stop.is_set():
+                    await slots.acquire()
+                    changed.clear()  # before the claim: a job queued after it still wakes us
+                    job = await self._claim()
+                    if job is None:
+                        slots.release()
+                        await wait_woken(changed, recheck, self.stop)
+                        continue
+                    self.running[int(job.id)] = job
+                    task = asyncio.create_task(self._handle(job))
+                    tasks.add(task)
+                    task.add_done_callback(lambda t, j=int(job.id): (
+                        tasks.discard(t), self.running.pop(j, None), slots.release()))
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            beat.cancel()
+            for chore in chores:
+                chore.cancel()
             self.runner.kill_all()
+            await self.listener.close()
             await self.queue.close()
             self.store.close()
 
@@ -98,6 +118,20 @@ class Worker:
             except Exception:
                 log.exception("heartbeat failed")
 
+    async def _prune(self) -> None:
+        """Delete finished job records and queue log rows older than the retention, now and periodically."""
+        every = min(self.config.retention_s / 4, 600.0)
+        while True:
+            try:
+                jobs = await asyncio.to_thread(self.table.prune, self.config.retention_s)
+                logs = await self.queue.prune_log(self.config.retention_s)
+                if jobs or logs:
+                    log.info("pruned %d finished jobs and %d queue log rows older than %g s",
+                             jobs, logs, self.config.retention_s)
+            except Exception:
+                log.exception("pruning finished jobs failed")
+            await asyncio.sleep(every)
+
     async def _handle(self, job: QueueJob) -> None:
         job_id = str(job.id)
         ok = False
@@ -111,7 +145,9 @@ class Worker:
                           "solve died before finishing it (killed, or out of memory)")
                 await asyncio.to_thread(self.table.finish, job_id, "failed", "crashed", reason)
                 return
-            outcome, text = await asyncio.to_thread(self.runner.run, data["problem"], method, budget, data["hint"])
+            outcome, text = await asyncio.to_thread(
+                self.runner.call, run_solve_niced,
+                (self.config.nice, data["problem"], method, budget, data["hint"], self.runner.solver_workers), budget)
             if outcome == "ok":
                 await asyncio.to_thread(retrying, self._store, key, method, budget, text)
                 await asyncio.to_thread(self.table.finish, job_id, "done", outcome, None)
@@ -125,6 +161,8 @@ class Worker:
         finally:
             with contextlib.suppress(Exception):
                 await self.queue.finish(job, ok)
+            with contextlib.suppress(Exception):  # wake the requests waiting on it, on every replica
+                await self.queue.notify(self.done, job_id)
 
     def _store(self, key: str, method: str, budget_s: float, schedule_json: str) -> None:
         data = json.loads(schedule_json)

@@ -7,10 +7,12 @@ Jobs are queued before any worker runs wherever the order matters, so nothing de
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from pathlib import Path
 
+import httpx
 from scaleout_parts import Proc, Replica, admin_sql, start_worker
 
 from pipesched.solver import Problem, Schedule, validate
@@ -156,3 +158,53 @@ def test_replicas_and_workers_reconnect_after_their_connections_are_terminated(
 def _swallow(fn) -> None:  # noqa: ANN001
     with contextlib.suppress(Exception):  # the replica was killed under the request: expected
         fn()
+
+
+def test_a_batch_sweep_through_the_service_queues_behind_a_later_interactive_request(
+        replicas: tuple[Replica, Replica], workers: list[Proc], pg_db: str, tmp_path: Path) -> None:
+    from pipesched.api.scaleout.queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE
+
+    a, b = replicas
+    sweep = tmp_path / "sweep.jsonl"
+    sweep.write_text("".join(json.dumps({"name": f"s{m}", "problem": problem(m)}) + "\n" for m in (20, 21, 22)))
+    batch = Proc(["batch", str(sweep), "-o", str(tmp_path / "out"), "--server", a.url, "--method", "gpipe",
+                  "--jobs", "3", "--time-limit", "5"], tmp_path / "batch.log", lifetime_s=300)
+    try:
+        queued = wait_for(lambda: _queued_priorities(pg_db) if len(_queued_priorities(pg_db)) == 3 else None,
+                          what="the sweep's three solves are queued")
+        assert set(queued.values()) == {PRIORITY_BATCH}, queued  # `batch --server` marked them as batch
+        interactive = b.post({"problem": problem(23), "method": "gpipe", "wait_s": 0}).json()["job"]
+        assert _queued_priorities(pg_db)[interactive] == PRIORITY_INTERACTIVE
+        workers.append(start_worker(pg_db, tmp_path / "w.log"))  # one worker, one solve at a time
+        assert batch.proc.wait(240) == 0, batch.log.read_text()[-2000:]
+    finally:
+        batch.stop()
+    finished = {job_id: a.job(job_id)["finished_at"] for job_id in [*queued, interactive]}
+    assert finished[interactive] < min(finished[j] for j in queued), finished
+
+
+def test_finished_jobs_are_pruned_after_the_retention_and_their_schedules_stay_in_the_cache(
+        replicas: tuple[Replica, Replica], workers: list[Proc], pg_db: str, tmp_path: Path) -> None:
+    a, b = replicas
+    first = start_worker(pg_db, tmp_path / "w1.log")
+    workers.append(first)
+    body = {"problem": problem(24), "method": "1f1b", "wait_s": 60}
+    solved = a.post(body)
+    assert solved.status_code == 200
+    first.stop()
+    old = admin_sql(pg_db, f"SELECT id FROM jobs WHERE key = '{solved.json()['key']}'")[0][0]
+    waiting = a.post({"problem": problem(25), "method": "1f1b", "wait_s": 0}).json()["job"]  # no worker: stays queued
+    long_ago = time.time() - 3600
+    admin_sql(pg_db, f"UPDATE jobs SET finished_at = {long_ago}, created_at = {long_ago} WHERE id = '{old}'")
+    admin_sql(pg_db, f"UPDATE jobs SET created_at = {long_ago} WHERE id = '{waiting}'")
+    workers.append(start_worker(pg_db, tmp_path / "w2.log", "--retention", "600"))  # prunes on start
+    wait_for(lambda: not admin_sql(pg_db, f"SELECT 1 FROM jobs WHERE id = '{old}'"), what="the old job is pruned")
+    gone = httpx.get(f"{b.url}/v1/jobs/{old}", timeout=30)
+    assert gone.status_code == 404 and "job_retention_s" in gone.json()["detail"], gone.text
+    assert b.job(waiting)["state"] in ("queued", "running", "done")  # the queued job was not touched
+    again = b.post(body)
+    assert again.status_code == 200 and again.json()["cached"] is True
+
+
+def _queued_priorities(db: str) -> dict[str, int]:
+    return {str(i): p for i, p in admin_sql(db, "SELECT id, priority FROM pgqueuer WHERE status = 'queued'")}

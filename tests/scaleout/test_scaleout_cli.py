@@ -11,6 +11,8 @@ from pipesched.cli import main
     (["worker", "--db", "sqlite:///x.db"], "--db sqlite:///x.db: the worker needs the shared PostgreSQL store"),
     (["worker", "--db", "postgresql://u@127.0.0.1/db", "--concurrency", "0"], "--concurrency must be >= 1 (got 0)"),
     (["worker", "--db", "postgresql://u@127.0.0.1/db", "--max-attempts", "0"], "--max-attempts must be >= 1"),
+    (["worker", "--db", "postgresql://u@127.0.0.1/db", "--nice", "20"], "--nice must be from 0"),
+    (["worker", "--db", "postgresql://u@127.0.0.1/db", "--retention", "5"], "--retention must be >= 60 seconds"),
     (["serve", "--db", "sqlite:///x.db", "--workers", "external"], "--workers external: needs a postgresql:// --db"),
     (["batch", ".", "-o", "out", "--address", "127.0.0.1:6379"], "--address is for --engine ray (got --engine local)"),
 ])
