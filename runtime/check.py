@@ -1,11 +1,13 @@
-"""``python -m pipesched.runtime.check``: replay a method's schedule on local gloo ranks and
-compare every parameter gradient with a single-process full-batch reference.
+"""``python -m pipesched.runtime.check``: replay a method's schedule (or, with ``--plan PLAN.json``, a
+plan's split, recompute flags and schedule on the runtime's small transformer) on local gloo ranks
+and compare every parameter gradient with a single-process full-batch reference.
 
 Runs three steps (the first agrees shapes, the others reuse them), compares the last step's
 gradients, and reports the fastest step's time (the max over ranks).
 
 Prints one line per schedule and a last line ``max_grad_diff=<float> step_s=<float>``; exits 0
-only when the largest absolute difference is below 1e-5.
+only when the largest absolute difference is below 1e-5, 1 when it is not, 2 on bad input (a
+method that does not apply, a file that is not a replayable plan).
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ def make_problem(world: int, method: str, microbatches: int, stages_per_device: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipesched.runtime.check", description=__doc__.splitlines()[0])
+    ap.add_argument("--plan", metavar="PLAN.json", help="replay this plan (pipesched plan -o) instead of a method; "
+                    "--world, --method, --microbatches, --stages-per-device and --fused come from the plan")
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--method", default="1f1b")
     ap.add_argument("--microbatches", type=int, default=4)
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 2 x microbatches + 1, uneven)")
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
+    if args.plan is not None:
+        return _check_plan(args.plan, args.batch, args.timeout)
     try:
         problem = make_problem(args.world, args.method, args.microbatches, args.stages_per_device, not args.fused)
         schedule = solve(problem, args.method)
@@ -113,6 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.method}: p={args.world} m={args.microbatches} v={problem.stages_per_device} "
           f"placement={problem.placement} split_backward={problem.split_backward} batch={batch}")
     print(f"max_grad_diff={diff:.3g} step_s={step_s:.6f}")
+    return 0 if diff < TOLERANCE else 1
+
+
+def _check_plan(path: str, batch: int, timeout_s: float) -> int:
+    from .check_plan import PlanFileError, replay_plan
+
+    try:
+        lines, diff = replay_plan(path, batch, timeout_s)
+    except PlanFileError as e:
+        print(f"check: error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0 if diff < TOLERANCE else 1
 
 

@@ -1,19 +1,18 @@
-"""``python -m pipesched.runtime.check_plan PLAN.json``: replay a plan's layer split and schedule on
-local gloo ranks and compare every gradient with a single-process full-batch reference.
+"""Replay a plan's layer split, recompute choice and schedule on local gloo ranks and compare every
+gradient with a single-process full-batch reference: ``python -m pipesched.runtime.check --plan PLAN.json``
+(:mod:`pipesched.runtime.check` is the one entry point; ``python -m pipesched.runtime.check_plan
+PLAN.json`` is the same command under its older name).
 
 The plan (``pipesched plan -o PLAN.json``) names layers, not modules, so the runtime's small
 transformer stands in for the model: one module per expanded layer (the first is the embedding, the
 last the head, blocks in between). What is checked is the plan's structure: its split, its stage
-placement and its schedule give the unsplit model's gradients. Recompute flags change memory and
-time only, never gradients; they are replayed without checkpointing.
-
-Prints the plan's shape and a last line ``max_grad_diff=<float> step_s=<float>``; exits 0 when the
-largest difference is below 1e-5, 1 when it is not, 2 on a bad or unplannable file.
+placement, its recompute flags (those stages keep only their input between F and B and run their
+forward again inside B, :mod:`pipesched.runtime.recompute`) and its schedule give the unsplit
+model's gradients.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,15 +21,14 @@ from pydantic import ValidationError
 
 from pipesched.solver import Schedule
 
-TOLERANCE = 1e-5
-
 
 class PlanFileError(ValueError):
     """The file is not a plan this check can replay; the message says why."""
 
 
-def load_plan(path: str | Path) -> tuple[Schedule, list[tuple[int, int]]]:
-    """The plan's schedule and its split in stage order (``[start, end)`` over expanded layers)."""
+def load_plan(path: str | Path) -> tuple[Schedule, list[tuple[int, int]], list[int]]:
+    """The plan's schedule, its split in stage order (``[start, end)`` over expanded layers) and the
+    stages it recomputes."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as e:
@@ -54,20 +52,13 @@ def load_plan(path: str | Path) -> tuple[Schedule, list[tuple[int, int]]]:
     if split[0][0] != 0 or len(range(split[0][0], split[-1][1])) < 3:
         raise PlanFileError(f"{path}: the split must start at layer 0 and cover at least 3 layers "
                             "(embedding, a block, head)")
-    return schedule, split
+    return schedule, split, [int(st["stage"]) for st in stages if st.get("recompute")]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipesched.runtime.check_plan", description=__doc__.splitlines()[0])
-    ap.add_argument("plan", metavar="PLAN.json")
-    ap.add_argument("--batch", type=int, default=0, help="batch size (default: 2 x microbatches + 1, uneven)")
-    ap.add_argument("--timeout", type=float, default=120.0, help="bound on the spawned ranks (s)")
-    args = ap.parse_args(argv)
-    try:
-        schedule, split = load_plan(args.plan)
-    except PlanFileError as e:
-        print(f"check_plan: error: {e}", file=sys.stderr)
-        return 2
+def replay_plan(path: str | Path, batch: int = 0, timeout_s: float = 120.0) -> tuple[list[str], float]:
+    """Replay the plan at ``path``: the lines to print and the largest gradient difference (inf when
+    a gradient is missing). Raises :class:`PlanFileError` on a file it cannot replay."""
+    schedule, split, recompute = load_plan(path)
 
     from .launch import run_ranks
     from .transformer import (
@@ -80,17 +71,25 @@ def main(argv: list[str] | None = None) -> int:
 
     config = TinyTransformer(layers=split[-1][1] - 2)
     problem = schedule.problem
-    batch = args.batch or 2 * problem.microbatches + 1
-    results = run_ranks(replay_rank, problem.devices, [(schedule.model_dump_json(), split)], config_dict(config),
-                        batch, 2, timeout_s=args.timeout)
+    batch = batch or 2 * problem.microbatches + 1
+    results = run_ranks(replay_rank, problem.devices, [(schedule.model_dump_json(), split, recompute)],
+                        config_dict(config), batch, 2, timeout_s=timeout_s)
     got = {k: g for r in results for k, g in r.value[0]["grads"].items()}
     ref = reference_grads(config, *sample_tokens(batch, config))
     missing = sorted(set(ref) - set(got))
     diff = float("inf") if missing else max(float((got[k] - ref[k]).abs().max()) for k in ref)
-    print(f"plan: {schedule.method} p={problem.devices} v={problem.stages_per_device} placement={problem.placement} "
-          f"m={problem.microbatches} split={split} batch={batch}" + (f" missing={missing[:3]}" if missing else ""))
-    print(f"max_grad_diff={diff:.3g} step_s={max(r.value[0]['step_s'] for r in results):.6f}")
-    return 0 if diff < TOLERANCE else 1
+    return [f"plan: {schedule.method} p={problem.devices} v={problem.stages_per_device} "
+            f"placement={problem.placement} m={problem.microbatches} split={split} recompute={recompute} "
+            f"batch={batch}" + (f" missing={missing[:3]}" if missing else ""),
+            f"max_grad_diff={diff:.3g} step_s={max(r.value[0]['step_s'] for r in results):.6f}"], diff
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The older spelling: ``check_plan PLAN.json [options]`` is ``check --plan PLAN.json [options]``."""
+    from .check import main as check
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    return check(["--plan", *args] if args and not args[0].startswith("-") else args)
 
 
 if __name__ == "__main__":

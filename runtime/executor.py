@@ -16,13 +16,19 @@ equal microbatches), so the accumulated gradients equal one full-batch step:
 loss is the full-batch loss on the rank holding the last stage (``None`` elsewhere).
 
 Memory: a microbatch's stage input and output are dropped after its B; the graph pieces W
-needs are dropped after its W (fused B: everything after B).
+needs are dropped after its W (fused B: everything after B). Stages in ``recompute`` (a plan's
+activation checkpointing, :mod:`pipesched.runtime.recompute`) keep only their input between F and
+B: F runs without a graph and B runs it again first.
+
+A microbatch's chain of stages is read from the schedule's instance (:func:`plan.prev_stage`,
+:func:`plan.next_stage`), so loop, V and dual placements run the same code; the ranks holding a
+chain's first stage need the inputs, those holding a last stage the targets.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -39,7 +45,8 @@ from pipesched.solver.timing.validate import validate
 
 from .comm import Pending, Transport
 from .errors import PipelineError, ScheduleMismatchError
-from .plan import Message, PostRecv, Send, rank_plan
+from .plan import Message, PostRecv, Send, next_stage, prev_stage, rank_plan
+from .recompute import Replay, forward_again, forward_without_graph
 from .split_backward import WeightGrad, backward_full, backward_input
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -86,6 +93,7 @@ class PipelineExecutor:
         group: dist.ProcessGroup | None = None,
         timeout_s: float = 60.0,
         loss_reduction: Literal["mean", "sum"] = "mean",
+        recompute: Collection[int] = (),
     ) -> None:
         self.rank = dist.get_rank(group)
         self.inst = check_schedule(schedule, self.rank, dist.get_world_size(group), stages)
@@ -97,7 +105,14 @@ class PipelineExecutor:
         self.loss_reduction = loss_reduction
         self.plan = rank_plan(schedule, self.rank, self.inst)
         self.split = self.inst.split_backward
-        self.last = self.inst.num_stages - 1
+        foreign = sorted(set(recompute) - set(self.stages))
+        if foreign:
+            raise ScheduleMismatchError(f"rank {self.rank}: recompute names stage(s) {foreign}, which this rank "
+                                        f"does not hold (it holds {sorted(self.stages)})")
+        self.recompute = frozenset(recompute)
+        mine = {(o.stage, o.microbatch) for o in schedule.ops if o.device == self.rank and o.kind == "F"}
+        self.prev = {k: prev_stage(self.inst, *k) for k in mine}  # None: the chain starts here
+        self.next = {k: next_stage(self.inst, *k) for k in mine}  # None: the chain ends here (loss)
         params = [p for m in self.stages.values() for p in m.parameters()]
         self.device = params[0].device if params else torch.device("cpu")
         self.transport = Transport(self.rank, group, self.inst.num_stages, timeout_s, self.device)
@@ -112,10 +127,13 @@ class PipelineExecutor:
     def step(self, inputs: torch.Tensor | None = None, targets: torch.Tensor | None = None) -> torch.Tensor | None:
         """One training step; gradients accumulate into ``.grad`` (call ``zero_grad`` yourself).
 
-        ``inputs`` is needed on the rank holding stage 0, ``targets`` on the rank holding the last stage.
+        ``inputs`` is needed on a rank holding a chain's first stage, ``targets`` on one holding a last
+        stage (the whole batch: each rank takes its microbatches).
         """
-        x_mbs = self._split(inputs, "inputs", 0) if 0 in self.stages else []
-        y_mbs = self._split(targets, "targets", self.last) if self.last in self.stages else []
+        firsts = sorted({s for (s, _), p in self.prev.items() if p is None})
+        lasts = sorted({s for (s, _), n in self.next.items() if n is None})
+        x_mbs = self._split(inputs, "inputs", firsts[0]) if firsts else []
+        y_mbs = self._split(targets, "targets", lasts[0]) if lasts else []
         st = _Step(x_mbs, y_mbs, self._scales(x_mbs or y_mbs), first=self.steps_done == 0)
         t_step = time.perf_counter()
         for instr in self.plan:
@@ -173,7 +191,7 @@ class PipelineExecutor:
                 t0 = time.perf_counter()
                 self._forward(st, op, x)
             elif op.kind == "B":
-                g = None if op.stage == self.last else self._output_grad(st, op)
+                g = None if self.next[(op.stage, op.microbatch)] is None else self._output_grad(st, op)
                 t0 = time.perf_counter()
                 self._backward(st, op, g)
             else:
@@ -185,43 +203,65 @@ class PipelineExecutor:
             raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
         st.op_s[op] = time.perf_counter() - t0
 
+    def _stage_forward(self, st: _Step, s: int, i: int, x: torch.Tensor, replay: Replay | None = None
+                       ) -> tuple[torch.Tensor, Replay | None]:
+        """Stage ``s`` on microbatch ``i`` (+ the loss where the chain ends): with the graph, without it
+        (a recomputed stage's F), or again with it under F's random state (that stage's B)."""
+        def run(module_in: torch.Tensor) -> torch.Tensor:
+            y = self.stages[s](module_in)
+            if self.next[(s, i)] is None:  # the loss is part of the last stage's F; its graph ends at B and W
+                y = self.loss_fn(y, st.y_mbs[i]) * st.scales[i]
+            return y
+
+        if replay is not None:
+            return forward_again(run, x, replay), None
+        if s in self.recompute:
+            return forward_without_graph(run, x)
+        return run(x), None
+
     def _forward(self, st: _Step, op: OpId, x: torch.Tensor) -> None:
         s, i = op.stage, op.microbatch
         st.stage_in[(s, i)] = x
-        y = self.stages[s](x)
-        if s == self.last:  # the loss is part of the last stage's F; its graph ends at that stage's B and W
-            y = self.loss_fn(y, st.y_mbs[i]) * st.scales[i]
+        y, replay = self._stage_forward(st, s, i, x)
+        if replay is not None:
+            st.replays[(s, i)] = replay
+        if self.next[(s, i)] is None:
             st.loss = y.detach() if st.loss is None else st.loss + y.detach()
         st.stage_out[(s, i)] = y
 
     def _backward(self, st: _Step, op: OpId, g: torch.Tensor | None) -> None:
         s, i = op.stage, op.microbatch
         y, x = st.stage_out.pop((s, i)), st.stage_in.pop((s, i))
+        if (s, i) in st.replays:  # recomputed stage: the forward again, with its graph this time
+            y, _ = self._stage_forward(st, s, i, x, st.replays.pop((s, i)))
         if self.split:
             (gx,), st.w_jobs[(s, i)] = backward_input([y], [g], [x], self.params[s])
         else:
             (gx,) = backward_full([y], [g], [x])
-        if s > 0:
-            if s - 1 in self.stages:
-                st.out_grad[(s - 1, i)] = gx
+        prev = self.prev[(s, i)]
+        if prev is not None:
+            if prev in self.stages:
+                st.out_grad[(prev, i)] = gx
             else:
                 st.in_grad[(s, i)] = gx
 
     def _forward_input(self, st: _Step, op: OpId) -> torch.Tensor:
         s, i = op.stage, op.microbatch
-        if s == 0:
+        prev = self.prev[(s, i)]
+        if prev is None:
             return st.x_mbs[i]
-        if s - 1 in self.stages:  # local hand-off (V turn, or a whole pipeline on one rank)
-            x = st.stage_out[(s - 1, i)].detach()
+        if prev in self.stages:  # local hand-off (V turn, or a whole pipeline on one rank)
+            x = st.stage_out[(prev, i)].detach()
         else:
-            x = self.transport.wait(st.recvs.pop(OpId("F", s - 1, i)), str(op))
+            x = self.transport.wait(st.recvs.pop(OpId("F", prev, i)), str(op))
         return x.requires_grad_(x.is_floating_point())
 
     def _output_grad(self, st: _Step, op: OpId) -> torch.Tensor:
         s, i = op.stage, op.microbatch
-        if s + 1 in self.stages:
+        nxt = self.next[(s, i)]
+        if nxt in self.stages:
             return st.out_grad.pop((s, i))
-        return self.transport.wait(st.recvs.pop(OpId("B", s + 1, i)), str(op))
+        return self.transport.wait(st.recvs.pop(OpId("B", nxt, i)), str(op))
 
     # ------------------------------------------------------------------ helpers
     @contextmanager
@@ -274,6 +314,7 @@ class _Step:
     out_grad: dict[Key, torch.Tensor] = field(default_factory=dict)  # dL/d output handed over locally
     in_grad: dict[Key, torch.Tensor | None] = field(default_factory=dict)  # B's result, until sent
     w_jobs: dict[Key, WeightGrad] = field(default_factory=dict)  # B's leftovers, until W
+    replays: dict[Key, Replay] = field(default_factory=dict)  # recomputed stages: F's random state, until B
     recvs: dict[OpId, Pending] = field(default_factory=dict)  # posted receives by producing op
     sends: list[Pending] = field(default_factory=list)
     op_s: dict[OpId, float] = field(default_factory=dict)

@@ -53,12 +53,29 @@ class PostRecv:
 Instruction = Compute | Send | PostRecv
 
 
+def prev_stage(inst: Instance, stage: int, microbatch: int) -> int | None:
+    """The stage whose F feeds ``stage``'s F for ``microbatch`` (None: the first of its chain).
+
+    Read from the instance's dependencies, so every placement's chain follows: ``s - 1`` for loop
+    and V, and within one copy for dual (the up copy's first stage has no predecessor).
+    """
+    return next((op.stage for op, _ in inst.predecessors(OpId("F", stage, microbatch)) if op.kind == "F"), None)
+
+
+def next_stage(inst: Instance, stage: int, microbatch: int) -> int | None:
+    """The stage whose F reads ``stage``'s output for ``microbatch`` (None: the last, with the loss)."""
+    return next((op.stage for op, _ in inst.successors(OpId("F", stage, microbatch)) if op.kind == "F"), None)
+
+
 def consumer_of(inst: Instance, op: OpId) -> OpId | None:
-    """The op on the next stage that reads ``op``'s output: F -> F(s+1), B -> B(s-1); else None."""
-    if op.kind == "F" and op.stage + 1 < inst.num_stages:
-        return OpId("F", op.stage + 1, op.microbatch)
-    if op.kind == "B" and op.stage > 0:
-        return OpId("B", op.stage - 1, op.microbatch)
+    """The op on the next stage of the chain that reads ``op``'s output: F -> the next stage's F,
+    B -> the previous stage's B; W (and the chain's ends) -> None."""
+    if op.kind == "F":
+        nxt = next_stage(inst, op.stage, op.microbatch)
+        return OpId("F", nxt, op.microbatch) if nxt is not None else None
+    if op.kind == "B":
+        prev = prev_stage(inst, op.stage, op.microbatch)
+        return OpId("B", prev, op.microbatch) if prev is not None else None
     return None
 
 

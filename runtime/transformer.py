@@ -137,10 +137,10 @@ def reference_grads(config: TinyTransformer, tokens: torch.Tensor, targets: torc
     return {f"{k}.{n}": p.grad.clone() for k, m in enumerate(layers) for n, p in m.named_parameters()}
 
 
-def replay_rank(rank: int, world: int, jobs: list[tuple[str, list[tuple[int, int]]]], config: dict,
+def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
                 batch: int, steps: int = 2, seed: int = 0) -> list[dict]:
-    """On one rank of a gloo group, for each ``(schedule JSON, split)``: ``steps`` training steps of
-    the schedule on this rank's stages, from fresh weights.
+    """On one rank of a gloo group, for each ``(schedule JSON, split[, recompute stages])``: ``steps``
+    training steps of the schedule on this rank's stages, from fresh weights.
 
     Returns per job the last step's gradients keyed as :func:`reference_grads`, the fastest step's
     wall time ``step_s`` and that step's busy (compute) time ``busy_s``, in seconds.
@@ -150,11 +150,12 @@ def replay_rank(rank: int, world: int, jobs: list[tuple[str, list[tuple[int, int
     cfg = TinyTransformer(**config)
     tokens, targets = sample_tokens(batch, cfg)
     out = []
-    for schedule_json, split in jobs:
+    for schedule_json, split, *rest in jobs:
         schedule = Schedule.model_validate_json(schedule_json)
         stages = stage_modules(transformer_layers(cfg, seed), split)
         mine = {s: stages[s] for s in sorted({o.stage for o in schedule.ops if o.device == rank})}
-        ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30)
+        recompute = [s for s in (rest[0] if rest else ()) if s in mine]
+        ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
         best = (float("inf"), 0.0)
         for _ in range(steps):
             for m in mine.values():

@@ -3,10 +3,6 @@ full-batch gradients of the unsplit model (uneven splits, split backward, a V pl
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
-
 import pytest
 import torch
 from runtime_limits import GROUP_TIMEOUT_S
@@ -95,31 +91,3 @@ def test_four_ranks_with_a_v_placement_give_the_full_batch_gradients() -> None:
     got = {k: g for r in results for k, g in r.value[0]["grads"].items()}
     assert set(got) == set(ref)
     assert max(float((got[k] - ref[k]).abs().max()) for k in ref) <= TOLERANCE
-
-
-def test_check_plan_replays_a_planned_v_split_with_the_reference_gradients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pipesched.runtime.check_plan import main as check_plan
-
-    model = {"layers": [
-        {"name": "embed", "forward": 0.1, "backward_weight": 0.1, "output": 0.01},
-        {"name": "block", "repeat": 5, "forward": 1.0, "backward_input": 1.0, "backward_weight": 1.0, "output": 0.01},
-        {"name": "head", "forward": 2.5, "backward_input": 2.5, "backward_weight": 2.5}]}
-    cluster = {"devices": 2, "stages_per_device": 2, "placement": "v", "microbatches": 4}
-    (tmp_path / "in.json").write_text(json.dumps({"model": model, "cluster": cluster}))
-    planned = subprocess.run(["pipesched", "plan", str(tmp_path / "in.json"), "--time-limit", "2",
-                              "-o", str(tmp_path / "plan.json")], capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
-    assert check_plan([str(tmp_path / "plan.json"), "--timeout", str(GROUP_TIMEOUT_S)]) == 0
-    out = capsys.readouterr().out
-    assert "placement=v" in out and float(out.split("max_grad_diff=")[1].split()[0]) <= TOLERANCE
-
-
-def test_check_plan_rejects_a_file_that_is_not_a_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pipesched.runtime.check_plan import main as check_plan
-
-    (tmp_path / "x.json").write_text(json.dumps({"devices": 2}))
-    assert check_plan([str(tmp_path / "x.json")]) == 2
-    assert capsys.readouterr().err.strip().endswith("not a plan (no 'stages'; make one with pipesched plan -o)")
-    (tmp_path / "y.json").write_text(json.dumps({"stages": [], "status": "infeasible", "reason": "too big"}))
-    assert check_plan([str(tmp_path / "y.json")]) == 2
-    assert "status 'infeasible' and no schedule to replay (too big)" in capsys.readouterr().err
