@@ -32,9 +32,12 @@ from typing import Any, TextIO
 from pipesched.solver.core.canonical import problem_key
 from pipesched.solver.core.io import InputError
 from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.planning.key import plan_key
+from pipesched.solver.planning.plan import Plan
 
 from .batch_engines import Engine, EngineConfig, StopBatch, make_engine
 from .batch_io import Item, Progress, Row, read_items, write_atomic, write_summary
+from .batch_plans import PlanEngine, make_plan_engine
 
 #: One JSON line per finished solve: name, key, method, time_limit_s (what resume compares).
 SOLVED_LOG = "solved.jsonl"
@@ -84,6 +87,31 @@ def previous(out: Path, item: Item, record: dict[str, Any] | None, method: str, 
     return Previous(schedule, schedule.status in FINAL_STATUSES or budget >= time_limit_s)
 
 
+def item_key(item: Item) -> str:
+    """The cache key of an item: its problem's, or its plan request's."""
+    if item.plan is not None:
+        return plan_key(item.plan.model, item.plan.cluster, item.plan.module_names)
+    assert item.problem is not None
+    return problem_key(item.problem)
+
+
+def previous_plan(out: Path, item: Item, record: dict[str, Any] | None, method: str, time_limit_s: float) -> Plan | None:
+    """The plan in OUTDIR for (this request, this method) when it answers this run as is."""
+    path = out / f"{item.name}.json"
+    if item.plan is None or record is None or not path.exists():
+        return None
+    if record.get("key") != item_key(item) or record.get("method") != method:
+        return None
+    try:
+        found = Plan.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None  # a damaged file is planned again
+    if plan_key(found.model, found.cluster, item.plan.module_names) != record["key"]:
+        return None
+    final = found.status in FINAL_STATUSES or float(record.get("time_limit_s", 0.0)) >= time_limit_s
+    return found if final else None
+
+
 @contextmanager
 def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """SIGINT and SIGTERM set ``stop`` instead of raising where they land (main thread only)."""
@@ -113,6 +141,7 @@ def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: s
         runner = make_engine(engine, config)
     except StopBatch as e:
         raise InputError(str(e)) from None
+    plans = make_plan_engine(engine, config) if any(i.plan is not None for i in items) else None
     out.mkdir(parents=True, exist_ok=True)
     log = {} if force else solved_log(out)
     rows: dict[str, Row] = {}
@@ -121,6 +150,13 @@ def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: s
         if item.error is not None:
             rows[item.name] = Row(item.name, error=item.error)
             print(f"pipesched: skipping {item.name}: {item.error}", file=stream)
+            continue
+        if item.plan is not None:
+            done = previous_plan(out, item, log.get(item.name), method, time_limit_s)
+            if done is not None:
+                rows[item.name] = Row(item.name, plan=done, time_s=done.solve_time_s)
+            else:
+                todo.append((item, None))
             continue
         prev = previous(out, item, log.get(item.name), method, time_limit_s)
         if prev is not None and prev.enough:
@@ -133,7 +169,7 @@ def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: s
           + (f"; {again} of those again, with a larger time limit" if again else ""), file=stream)
     stop = threading.Event()
     with stop_on_signals(stop):
-        fatal = _run(todo, runner, config, out, rows, stop, Progress(len(todo), stream), stream)
+        fatal = _run(todo, runner, config, out, rows, stop, Progress(len(todo), stream), stream, plans)
     interrupted = stop.is_set() and fatal is None
     ordered = [rows.get(i.name) or Row(i.name, interrupted=True) for i in items]
     write_summary(out, ordered)
@@ -151,7 +187,8 @@ def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: s
 
 
 def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: EngineConfig, out: Path,
-         rows: dict[str, Row], stop: threading.Event, progress: Progress, stream: TextIO) -> str | None:
+         rows: dict[str, Row], stop: threading.Event, progress: Progress, stream: TextIO,
+         plans: PlanEngine | None = None) -> str | None:
     """Feed ``todo`` to the engine from daemon threads (so a stuck solve never holds up the exit);
     return the message of an error that stops the sweep, if one happened."""
     pending: queue.SimpleQueue[tuple[Item, Schedule | None]] = queue.SimpleQueue()
@@ -172,7 +209,7 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
                 except queue.Empty:
                     return
                 started += 1
-            results.put(_one(item, hint, engine, stop))
+            results.put(_one(item, hint, engine, stop) if item.plan is None else _one_plan(item, plans, stop))
 
     width = max(1, min(engine.slots or config.jobs, len(todo)))
     for _ in range(width if todo else 0):
@@ -182,6 +219,8 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
     while received < len(todo):
         if stop.is_set() and deadline is None:
             engine.stop()
+            if plans is not None:
+                plans.stop()
             deadline = time.monotonic() + 1.0
         if deadline is not None and (time.monotonic() > deadline or received >= started):
             break
@@ -197,10 +236,12 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
         if got.interrupted:
             continue
         rows[got.name] = got
-        if got.schedule is not None:
-            write_atomic(out / f"{got.name}.json", got.schedule.model_dump_json() + "\n")
+        answer = got.plan or got.schedule
+        if answer is not None:
+            write_atomic(out / f"{got.name}.json", answer.model_dump_json() + "\n")
+            key = problem_key(got.schedule.problem) if got.plan is None and got.schedule else got.key
             with open(out / SOLVED_LOG, "a") as f:
-                f.write(json.dumps({"name": got.name, "key": problem_key(got.schedule.problem),
+                f.write(json.dumps({"name": got.name, "key": key,
                                     "method": config.method, "time_limit_s": config.time_limit_s}) + "\n")
         elif got.error:
             stream.write(f"{chr(10) if progress.tty else ''}pipesched: {got.name} failed: {got.error}\n")
@@ -219,3 +260,17 @@ def _one(item: Item, hint: Schedule | None, engine: Engine, stop: threading.Even
     if schedule_json is None:
         return Row(item.name, error=error, time_s=elapsed, interrupted=stop.is_set())
     return Row(item.name, schedule=Schedule.model_validate_json(schedule_json), time_s=elapsed)
+
+
+def _one_plan(item: Item, plans: PlanEngine | None, stop: threading.Event) -> Row | StopBatch:
+    assert item.plan is not None and plans is not None
+    t0 = time.perf_counter()
+    try:
+        plan_json, error = plans.plan(item.plan)
+    except StopBatch as e:
+        return e
+    elapsed = time.perf_counter() - t0
+    if plan_json is None:
+        return Row(item.name, error=error, time_s=elapsed, interrupted=stop.is_set())
+    found = Plan.model_validate_json(plan_json)
+    return Row(item.name, schedule=found.schedule, plan=found, time_s=elapsed, key=item_key(item))

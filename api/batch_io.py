@@ -19,15 +19,23 @@ from pydantic import ValidationError
 from pipesched.solver.core.io import InputError, describe_validation_error, parse_json
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.planning.plan import Plan
 
+from .plan_models import PlanRequest
+
+#: Fields of a plan request that a sweep sets for every item instead.
+_SWEEP_FLAGS = ("method", "time_limit_s", "wait_s")
 SUMMARY_FIELDS = ("name", "status", "method", "makespan", "objective", "lower_bound", "gap", "bubble", "time_s", "error")
 
 
 @dataclass
 class Item:
+    """One problem to solve, or one model + cluster to plan (``{"model": ..., "cluster": ...}``)."""
+
     name: str
     problem: Problem | None = None
     error: str | None = None
+    plan: PlanRequest | None = None
 
 
 @dataclass
@@ -37,8 +45,12 @@ class Row:
     error: str | None = None
     time_s: float = 0.0
     interrupted: bool = False  # stopped by Ctrl-C / SIGTERM before it finished: not a failure
+    plan: Plan | None = None  # a plan item's answer (its schedule is ``plan.schedule``)
+    key: str = ""  # a plan item's cache key (a schedule's is its problem's)
 
     def cells(self) -> dict[str, str]:
+        if self.plan is not None:
+            return self._plan_cells(self.plan)
         s = self.schedule
 
         def num(x: float | None) -> str:
@@ -57,9 +69,21 @@ class Row:
             "error": self.error or (s.reason or "" if s else ("interrupted" if self.interrupted else "")),
         }
 
+    def _plan_cells(self, p: Plan) -> dict[str, str]:
+        """A plan's row: its step time is the makespan and objective, its bound is over every split."""
+        s = p.schedule
+        num = (lambda x: "" if x is None else f"{x:.6g}")  # noqa: E731
+        return {"name": self.name, "status": p.status, "method": f"plan {p.method}", "makespan": num(p.step_time),
+                "objective": num(p.step_time), "lower_bound": num(p.lower_bound), "gap": num(p.gap),
+                "bubble": num(s.bubble_ratio if s else None), "time_s": f"{self.time_s:.3f}",
+                "error": self.error or p.reason or ""}
+
 
 def read_items(source: str | Path) -> list[Item]:
-    """Problems from a folder of ``.json`` files or a ``.jsonl`` file; unreadable ones carry their error."""
+    """Problems from a folder of ``.json`` files or a ``.jsonl`` file; unreadable ones carry their error.
+
+    An entry with a ``model`` is a plan request (``{"model", "cluster"}``, optionally ``module_names``;
+    the method and time limit are the sweep's); a ``.jsonl`` line may name either kind with ``name``."""
     src = Path(source)
     raw: list[tuple[str, Any, str | None]] = []
     if src.is_dir():
@@ -80,8 +104,8 @@ def read_items(source: str | Path) -> list[Item]:
             except InputError as e:
                 raw.append((name, None, str(e)))
                 continue
-            if isinstance(data, dict) and "problem" in data and isinstance(data.get("name"), str):
-                name, data = data["name"], data["problem"]
+            if isinstance(data, dict) and isinstance(data.get("name"), str) and ("problem" in data or "model" in data):
+                name, data = data["name"], data["problem"] if "problem" in data else _without_name(data)
             raw.append((name, data, None))
     else:
         raise FileNotFoundError(f"{src}: no such file or folder")
@@ -94,11 +118,25 @@ def read_items(source: str | Path) -> list[Item]:
         if error is not None:
             items.append(Item(safe, error=error))
             continue
+        planning = isinstance(data, dict) and "model" in data
+        flags = [k for k in _SWEEP_FLAGS if planning and k in data]
+        if flags:
+            items.append(Item(safe, error=f"{', '.join(flags)}: a plan request in a sweep takes the method and "
+                                          "time limit from the command line (--method, --time-limit)"))
+            continue
         try:
-            items.append(Item(safe, problem=Problem.model_validate(data)))
+            if planning:
+                items.append(Item(safe, plan=PlanRequest.model_validate(data)))
+            else:
+                items.append(Item(safe, problem=Problem.model_validate(data)))
         except ValidationError as e:
-            items.append(Item(safe, error=f"invalid problem: {describe_validation_error(e)}"))
+            what = "plan request (model + cluster)" if planning else "problem"
+            items.append(Item(safe, error=f"invalid {what}: {describe_validation_error(e)}"))
     return items
+
+
+def _without_name(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "name"}
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -38,7 +38,8 @@ def register(sub: Any) -> None:
         help="solve many problems in parallel (resumable)",
         description="Solve a .jsonl file (one problem per line, or {\"name\": ..., \"problem\": ...}) or a folder "
         "of .json problems. Writes OUTDIR/<name>.json per problem and summary.csv / summary.md; problems "
-        "already solved in OUTDIR are skipped; a bad problem is reported and skipped.",
+        "already solved in OUTDIR are skipped; a bad problem is reported and skipped. An entry that is "
+        "{\"model\": ..., \"cluster\": ...} is planned instead (docs/planning.md) and writes the plan.",
     )
     batch.add_argument("problems", help="a .jsonl file or a folder of .json files")
     batch.add_argument("-o", "--out", required=True, help="output folder")

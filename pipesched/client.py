@@ -11,6 +11,9 @@ then the service (connection errors retried with exponential back-off, 202 jobs 
 completion), then, with ``fallback="local"`` and the service unreachable, an in-process solve
 (with a warning). Local answers are cached too, but marked as such: once the service is back,
 it is asked again rather than trusting a fallback answer forever.
+
+``plan(model, cluster)`` answers a model + cluster with a :class:`~pipesched.solver.planning.Plan`
+(``POST /v1/plan``) in the same order: local cache, service, in-process fallback.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
 from pipesched.solver.core.canonical import problem_key
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
+
+if TYPE_CHECKING:  # planning is imported when a plan is asked for, not with the client
+    from pipesched.solver.planning import Cluster, Model, Plan
 
 #: Header that marks a request as batch work (docs/scale-out.md, "Priority").
 PRIORITY_HEADER = "x-pipesched-priority"
@@ -170,24 +176,84 @@ class Client:
     def _solve_remote(self, problem: Problem, method: str, time_limit_s: float, wait: bool, wait_s: float) -> str:
         body = {"problem": problem.model_dump(mode="json"), "method": method, "time_limit_s": time_limit_s,
                 "wait_s": wait_s}
-        r = self._request("POST", "/v1/solve", json=body)
+        return self._post("/v1/solve", body, "schedule", wait)
+
+    # ------------------------------------------------------------------- plan
+    def plan(
+        self,
+        model: Model | dict[str, Any],
+        cluster: Cluster | dict[str, Any],
+        method: str = "auto",
+        time_limit_s: float = 10.0,
+        wait: bool = True,
+        wait_s: float = 30.0,
+        *,
+        module_names: str | None = None,
+    ) -> Plan:
+        """The plan (split, recompute, schedule) of ``model`` on ``cluster``, in the same order as
+        :meth:`solve`: the local cache, then ``POST /v1/plan`` (202 jobs followed), then with
+        ``fallback="local"`` and the service unreachable an in-process plan (with a warning)."""
+        from pipesched.solver.planning import Cluster, Model, Plan
+        from pipesched.solver.planning.key import plan_key
+
+        model = model if isinstance(model, Model) else Model.model_validate(model)
+        cluster = cluster if isinstance(cluster, Cluster) else Cluster.model_validate(cluster)
+        key, slot = plan_key(model, cluster, module_names), f"plan-{method}"
+        cached = self.cache.get(key, slot) if self.cache else None
+        if cached and cached.get("source") == "server" and _enough(cached, time_limit_s):
+            return Plan.model_validate(cached["schedule"])
+        body = {"model": model.model_dump(mode="json"), "cluster": cluster.model_dump(mode="json"), "method": method,
+                "time_limit_s": time_limit_s, "wait_s": wait_s, "module_names": module_names}
+        try:
+            plan_json = self._post("/v1/plan", body, "plan", wait)
+        except ServiceUnavailable:
+            if self.fallback != "local":
+                raise
+            if cached:
+                return Plan.model_validate(cached["schedule"])
+            plan_json = self._plan_local(model, cluster, method, time_limit_s, module_names)
+            source = "local"
+        else:
+            source = "server"
+        if self.cache:
+            self.cache.put(key, slot, plan_json, time_limit_s, source)
+        return Plan.model_validate_json(plan_json)
+
+    def _post(self, path: str, body: dict[str, Any], answer: str, wait: bool) -> str:
+        """POST ``body``; the ``answer`` field of the reply (``schedule`` or ``plan``) as JSON text,
+        following a 202 job to completion unless ``wait`` is False."""
+        r = self._request("POST", path, json=body)
         if r.status_code == 202:
             job = r.json()["job"]
             if not wait:
                 raise JobPending(job, r.json()["key"])
-            return self._follow(job)
-        return _schedule_text(r)
+            return self._follow(job, answer)
+        return json.dumps(r.json()[answer])
+
+    def _plan_local(self, model: Model, cluster: Cluster, method: str, time_limit_s: float,
+                    module_names: str | None) -> str:
+        from pipesched.solver.formats.torch_csv import to_torch_csv
+        from pipesched.solver.planning import plan
+        from pipesched.solver.planning.cli import parse_module_names
+
+        warnings.warn(f"pipesched service at {self.url} is unreachable; planning with {method!r} in this process "
+                      f"(time limit {time_limit_s:g} s)", RuntimeWarning, stacklevel=3)
+        names = parse_module_names(module_names) if module_names else None
+        found = plan(model, cluster, method, time_limit_s, names=names)
+        if found.schedule is not None and found.exports is not None:  # as the service and the CLI fill it
+            found.exports = found.exports.model_copy(update={"torch_csv": to_torch_csv(found.schedule)})
+        return found.model_dump_json()
 
     def job(self, job: str) -> dict[str, Any]:
         """The service's report on a job: ``state`` and, when done, ``result``."""
         return self._request("GET", f"/v1/jobs/{job}").json()
 
-    def _follow(self, job: str) -> str:
+    def _follow(self, job: str, answer: str = "schedule") -> str:
         while True:
             r = self._request("GET", f"/v1/jobs/{job}")
             data = r.json()
             if data["state"] == "done":
-                return json.dumps(data["result"]["schedule"])
+                return json.dumps(data["result"][answer])
             if data["state"] == "failed":
                 raise ServiceError(r.status_code, f"job {job} failed: {data.get('error')}", data)
             time.sleep(self.poll_s)
@@ -229,10 +295,6 @@ def _enough(cached: dict[str, Any], time_limit_s: float) -> bool:
 
 def _with_problem(schedule: dict[str, Any], problem: Problem) -> Schedule:
     return Schedule.model_validate({**schedule, "problem": problem})
-
-
-def _schedule_text(r: httpx.Response) -> str:
-    return json.dumps(r.json()["schedule"])
 
 
 def _json_or_none(r: httpx.Response) -> Any:
