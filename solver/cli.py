@@ -171,7 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the ILP solver for --method ilp: cbc (default, bundled) or highs (pipesched[highs])")
     p.set_defaults(handler=cmd_solve)
 
-    add_plan_parser(subparsers, torch_csv=to_torch_csv)
+    add_plan_parser(subparsers, torch_csv=to_torch_csv, render=render_svg)
 
     p = subparsers.add_parser("methods", help="list the scheduling methods and when each applies")
     p.set_defaults(handler=cmd_methods)

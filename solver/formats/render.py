@@ -40,6 +40,7 @@ TOP = 62  # title lines and legend
 AXIS = 34  # tick labels under the rows
 CHAR_WIDTH = 6.6  # of an 11px digit, to decide whether a label fits in a box
 SMALL_CHAR_WIDTH = 4.8  # of an 8px digit, the fallback on narrow boxes
+ROW_LABEL_CHAR_WIDTH = 5.4  # of a 9px character, to size the margin for row labels
 TOOLTIP_MAX_OPS = 4000  # above this, per-op <title> would bloat the file
 
 
@@ -111,7 +112,7 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
     rules = [
         "text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;fill:#222}",
         ".t{font-size:14px;font-weight:bold}.s{font-size:12px;fill:#444}",
-        ".d{font-size:12px;text-anchor:end;dominant-baseline:central}",
+        ".d{font-size:12px;text-anchor:end;dominant-baseline:central}.rl{font-size:9px;fill:#555}",
         ".k{font-size:10px;text-anchor:middle;fill:#555}.g{stroke:#d8d8d8;stroke-width:1}",
         ".n{font-size:11px;text-anchor:middle;dominant-baseline:central;fill:#fff;pointer-events:none}",
         ".l{font-size:12px;dominant-baseline:central}.n.dk{fill:#222}.n.sm{font-size:8px}",
@@ -124,9 +125,8 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
     return "".join(rules)
 
 
-def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool) -> list[str]:
+def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool, x: float = LEFT) -> list[str]:
     out: list[str] = []
-    x = LEFT
     for k in kinds:
         name = FUSED_NAME if (fused and k == "B") else KIND_NAMES[k]
         for c in range(chunks):
@@ -170,8 +170,11 @@ def _label(text: str, x: float, w: float, dark: bool) -> str | None:
     return None
 
 
-def render_svg(schedule: Schedule) -> str:
-    """The schedule as a standalone SVG document (UTF-8 text)."""
+def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
+    """The schedule as a standalone SVG document (UTF-8 text).
+
+    ``row_labels`` (one per device, optional) adds a second line under each device name, e.g. the
+    layers a plan puts on it; the left margin grows to fit the longest."""
     problem = schedule.problem
     devices = problem.devices
     kinds = ["F", "B", "W"] if problem.split_backward else ["F", "B"]
@@ -184,7 +187,8 @@ def render_svg(schedule: Schedule) -> str:
     per_device = max(1, len(schedule.ops) // max(1, devices))
     chart_w = min(2400.0, max(900.0, 14.0 * per_device))
     rows_h = devices * pitch
-    width = LEFT + chart_w + RIGHT
+    left = LEFT if not row_labels else max(LEFT, math.ceil(14 + ROW_LABEL_CHAR_WIDTH * max(map(len, row_labels))))
+    width = left + chart_w + RIGHT
     head, sub = title_lines(schedule)
     reason_lines = _wrap(f"No schedule ({schedule.status}): {schedule.reason or 'no ops'}", int(chart_w / 6.6))
     height = TOP + rows_h + AXIS + 8 if schedule.ops else TOP + 20 + 16 * len(reason_lines)
@@ -201,14 +205,14 @@ def render_svg(schedule: Schedule) -> str:
         "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#d0d0d0\" stroke-width=\"2\"/></pattern></defs>",
         f"<style>{_style(kinds, chunks, stroke=narrowest >= 3.0 or widest >= 6.0)}{MEMORY_STYLE}</style>",
         '<rect width="100%" height="100%" fill="#fff"/>',
-        f'<text class="t" x="{LEFT}" y="18">{escape(head)}</text>',
-        f'<text class="s" x="{LEFT}" y="35">{escape(sub)}</text>',
-        *_legend(kinds, not problem.split_backward, chunks, 52, show_memory),
+        f'<text class="t" x="{left}" y="18">{escape(head)}</text>',
+        f'<text class="s" x="{left}" y="35">{escape(sub)}</text>',
+        *_legend(kinds, not problem.split_backward, chunks, 52, show_memory, left),
     ]
 
     if not schedule.ops:
         for i, line in enumerate(reason_lines):
-            out.append(f'<text class="s" x="{LEFT}" y="{TOP + 20 + 16 * i}">{escape(line)}</text>')
+            out.append(f'<text class="s" x="{left}" y="{TOP + 20 + 16 * i}">{escape(line)}</text>')
         out.append("</svg>")
         return "\n".join(out) + "\n"
 
@@ -218,14 +222,14 @@ def render_svg(schedule: Schedule) -> str:
     ticks = []
     t = 0.0
     while t <= horizon + slack(horizon):
-        x = LEFT + t * scale
+        x = left + t * scale
         ticks.append(f'<line class="g" x1="{_fmt(x)}" y1="{TOP - 2}" x2="{_fmt(x)}" y2="{axis_y + 3}"/>')
         ticks.append(f'<text class="k" x="{_fmt(x)}" y="{axis_y + 15}">{_fmt(t) if step < 1 else f"{t:g}"}</text>')
         t = round(t + step, 12)
     out.append(f'<g id="axis">{"".join(ticks)}</g>')
     time_unit = problem.units.time if problem.units and problem.units.time else None
     axis_label = f"time ({time_unit})" if time_unit else "time"
-    out.append(f'<text class="k" x="{_fmt(LEFT + chart_w / 2)}" y="{axis_y + 30}">{escape(axis_label)}</text>')
+    out.append(f'<text class="k" x="{_fmt(left + chart_w / 2)}" y="{axis_y + 30}">{escape(axis_label)}</text>')
 
     tooltips = len(schedule.ops) <= TOOLTIP_MAX_OPS
     rows: list[list[str]] = [[] for _ in range(devices)]
@@ -233,7 +237,7 @@ def render_svg(schedule: Schedule) -> str:
     for o in schedule.ops:
         if not 0 <= o.device < devices:
             continue  # a hand-edited file; `pipesched validate` reports it
-        x = LEFT + o.start * scale
+        x = left + o.start * scale
         w = (o.end - o.start) * scale
         cls = f"o {o.kind}{_chunk(o.stage, devices)}"
         rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" height="{ROW_HEIGHT}" class="{cls}"'
@@ -249,8 +253,11 @@ def render_svg(schedule: Schedule) -> str:
     for d in range(devices):
         y = TOP + d * pitch
         out.append(f'<g id="device-{d}" class="device" transform="translate(0,{y})">')
-        out.append(f'<text class="d" x="{LEFT - 8}" y="{ROW_HEIGHT / 2}">device {d}</text>')
-        out.append(f'<rect x="{LEFT}" width="{_fmt(chart_w)}" height="{ROW_HEIGHT}" fill="url(#idle)"/>')
+        label = row_labels[d] if row_labels and d < len(row_labels) else ""
+        out.append(f'<text class="d" x="{left - 8}" y="{ROW_HEIGHT / 2 - (5 if label else 0)}">device {d}</text>')
+        if label:
+            out.append(f'<text class="d rl" x="{left - 8}" y="{ROW_HEIGHT / 2 + 7}">{escape(label)}</text>')
+        out.append(f'<rect x="{left}" width="{_fmt(chart_w)}" height="{ROW_HEIGHT}" fill="url(#idle)"/>')
         out.extend(rows[d])
         out.extend(labels[d])
         out.append("</g>")
@@ -259,7 +266,7 @@ def render_svg(schedule: Schedule) -> str:
             mem_unit = f" {problem.units.memory}" if problem.units and problem.units.memory else ""
             cap = "none" if math.isinf(tr.limit) else f"{tr.limit:g}{mem_unit}"
             tip = f"device {d} memory: peak {tr.peak:g}{mem_unit}, limit {cap}; shaded where it sits at the limit"
-            out.extend(track_svg(tr, d, LEFT, chart_w, scale, y + ROW_HEIGHT + 2, memory_range,
+            out.extend(track_svg(tr, d, left, chart_w, scale, y + ROW_HEIGHT + 2, memory_range,
                                  horizon, escape(tip)))
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -1,10 +1,10 @@
-"""``pipesched plan MODEL.json --cluster CLUSTER.json [--method auto] [--time-limit S] [-o PLAN.json]``.
+"""``pipesched plan MODEL.json --cluster CLUSTER.json [--method auto] [--time-limit S] [-o PLAN.json] [--svg G.svg]``.
 
 Model and cluster may also come in one file ``{"model": ..., "cluster": ...}``. Exit codes as
 ``solve``: 0 a plan with a schedule, 1 none (infeasible, the reason printed), 2 bad input (one line
 ``pipesched: error: ...`` naming the file and field, raised as :class:`InputError`). The command is
-registered by :mod:`pipesched.solver.cli`, which hands in the torch CSV writer from the formats layer
-(planning sits below it).
+registered by :mod:`pipesched.solver.cli`, which hands in the torch CSV writer and the Gantt renderer from
+the formats layer (planning sits below it).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from pipesched.solver import Schedule
 from pipesched.solver.core.io import InputError, describe_validation_error
 
 from .exports import ModuleNames
+from .labels import device_labels
 from .model import Cluster, Model
 from .plan import Plan
 from .planner import plan
 
 EXIT_OK, EXIT_NO_PLAN = 0, 1
 TorchCsv = Callable[[Schedule], str]
+#: ``render_svg(schedule, row_labels)`` from the formats layer (planning sits below it).
+RenderSvg = Callable[[Schedule, list[str]], str]
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -107,7 +110,14 @@ def summary(p: Plan) -> str:
     return "\n".join(lines)
 
 
-def cmd_plan(args: argparse.Namespace, torch_csv: TorchCsv | None = None) -> int:
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def cmd_plan(args: argparse.Namespace, torch_csv: TorchCsv | None = None, render: RenderSvg | None = None) -> int:
     model, cluster = load_inputs(args.model, args.cluster)
     if not args.time_limit > 0:
         raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
@@ -117,17 +127,17 @@ def cmd_plan(args: argparse.Namespace, torch_csv: TorchCsv | None = None) -> int
         result.exports = result.exports.model_copy(update={"torch_csv": torch_csv(result.schedule)})
     text = result.model_dump_json() + "\n"
     if args.output:
-        try:
-            Path(args.output).write_text(text)
-        except OSError as e:
-            raise InputError(f"cannot write {args.output}: {e.strerror or e}") from None
+        _write(args.output, text)
     else:
         sys.stdout.write(text)
+    if getattr(args, "svg", None) and render is not None and result.schedule is not None:
+        _write(args.svg, render(result.schedule, device_labels(result)))
     print(summary(result), file=sys.stderr)
     return EXIT_OK if result.schedule is not None else EXIT_NO_PLAN
 
 
-def add_plan_parser(subparsers: argparse._SubParsersAction, torch_csv: TorchCsv | None = None) -> None:
+def add_plan_parser(subparsers: argparse._SubParsersAction, torch_csv: TorchCsv | None = None,
+                    render: RenderSvg | None = None) -> None:
     """Add ``plan`` to the ``pipesched`` command."""
     p = subparsers.add_parser("plan", help="choose a model's layer split, recomputation and schedule together")
     p.add_argument("model", help="model JSON file, or one file {\"model\": ..., \"cluster\": ...}")
@@ -137,4 +147,7 @@ def add_plan_parser(subparsers: argparse._SubParsersAction, torch_csv: TorchCsv 
     p.add_argument("--module-names", default=None, metavar="IN;BLOCK;OUT",
                    help="torchtitan names, default 'tok_embeddings;layers.{i};norm,output'")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the plan here, not stdout")
-    p.set_defaults(handler=lambda args: cmd_plan(args, torch_csv))
+    if render is not None:
+        p.add_argument("--svg", default=None, metavar="GANTT.svg",
+                       help="write the plan's Gantt chart, each device labelled with its layers")
+    p.set_defaults(handler=lambda args: cmd_plan(args, torch_csv, render))
