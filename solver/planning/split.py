@@ -248,20 +248,22 @@ def uniform(ctx: SplitContext, layers: list[ExpandedLayer]) -> Split | None:
 
 
 def torchtitan(ctx: SplitContext, layers: list[ExpandedLayer]) -> Split | None:
-    """torchtitan's rule: the input and the output modules each count as one layer
-    (``input_weight = output_weight = 1``) and the ``L + 2`` units are split evenly, the first
-    stages taking the remainder."""
+    """torchtitan's ``generate_llm_fqn_per_model_part`` with its default weights
+    (``pipeline_parallel_first/last_stage_less_layers = 1``): the ``L`` blocks plus one unit for the
+    input and one for the output module are split evenly, the first ``(L + 2) % S`` stages one unit
+    larger; the first stage holds the input module and one block fewer than its share, the last stage
+    the output module and one fewer (also when the model has no separate input or output layer, as
+    torchtitan counts the weight regardless). torchtitan refuses ``S > L + 2``; so does this rule."""
     lo, hi = core(layers)
-    n = len(layers)
-    units = ([range(0, lo)] if lo > 0 else []) + [range(i, i + 1) for i in range(lo, hi)] \
-        + ([range(hi, n)] if hi < n else [])
-    if len(units) < ctx.S:
-        return None
-    bounds, u = [0], 0
-    for c in _even(len(units), ctx.S):
-        u += c
-        bounds.append(units[u - 1].stop)
-    return ctx.with_recompute(bounds)
+    n, S = len(layers), ctx.S
+    if S == 1:
+        return ctx.with_recompute([0, n])
+    share = _even(hi - lo + 2, S)
+    counts = [share[0] - 1, *share[1:-1], share[-1] - 1]
+    if share[-1] == 0 or any(c < 1 for c in counts[1:-1]) or (counts[0] == 0 and lo == 0) \
+            or (counts[-1] == 0 and hi == n):
+        return None  # an empty stage: torchtitan raises (more stages than effective layers)
+    return ctx.with_recompute(_bounds_from_counts(lo, counts, n))
 
 
 def megatron(ctx: SplitContext, layers: list[ExpandedLayer]) -> Split | None:

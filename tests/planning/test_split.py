@@ -153,3 +153,41 @@ def test_transfers_move_layers_through_stages_until_v_devices_balance() -> None:
     assert moved is not None and moved.errors(len(layers), 4) == []
     assert busiest(moved) == 19.0  # 37 ms of whole layers on two devices: 19 | 18 at best
     assert device_balanced(SplitContext.of(layers, Cluster(devices=2, microbatches=8), 8), start) is start
+
+
+def torchtitan_block_counts(blocks: int, stages: int) -> list[int]:
+    """Blocks per stage as torchtitan's generate_llm_fqn_per_model_part assigns them with input and output
+    weight 1 (written from its documented algorithm: a stage-by-stage walk handing out blocks)."""
+    effective = blocks + 2
+    per, extra = divmod(effective, stages)
+    counts, handed = [], 0
+    for s in range(stages):
+        share = per + (1 if s < extra else 0)
+        take = share - 1 if s in (0, stages - 1) else share
+        take = max(0, min(take, blocks - handed))
+        counts.append(take)
+        handed += take
+    return counts
+
+
+@pytest.mark.parametrize(("blocks", "stages"), [(32, 4), (32, 8), (80, 16), (16, 8), (30, 4), (6, 8), (7, 3)])
+def test_the_torchtitan_rule_gives_torchtitans_block_counts(blocks: int, stages: int) -> None:
+    model = small_model(blocks)
+    layers = model.expanded()
+    ctx = SplitContext.of(layers, Cluster(devices=stages, microbatches=stages), stages)
+    split = torchtitan(ctx, layers)
+    assert split is not None
+    b = split.bounds
+    got = [b[s + 1] - b[s] for s in range(stages)]
+    got[0] -= 1  # the embedding
+    got[-1] -= 1  # the head
+    assert got == torchtitan_block_counts(blocks, stages)
+
+
+def test_the_torchtitan_rule_refuses_more_stages_than_effective_layers_as_torchtitan_does() -> None:
+    layers = small_model(4).expanded()
+    ctx = SplitContext.of(layers, Cluster(devices=6, microbatches=6), 6)  # 6 layers, 4 + 2 effective: fits
+    assert torchtitan(ctx, layers) is not None
+    plain = Model.model_validate({"layers": [{"name": "block", "repeat": 6, "forward": 1.0}]}).expanded()
+    ctx = SplitContext.of(plain, Cluster(devices=6, microbatches=6), 6)  # no input/output layer: 2 stages empty
+    assert torchtitan(ctx, plain) is None
