@@ -21,106 +21,113 @@ import math
 import time
 
 from ..core.instance import Instance, OpId
-from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
-from ..core.tolerance import within_cap
-from ..timing.retime import Incumbent, compact
+from ..core.tolerance import cap_with_slack
+from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
 from .zb_policies import Policy, policies
 
 _EPS = 1e-9
 
 
-def _fits(inst: Instance, d: int, live: float, delta: float) -> bool:
-    cap = inst.limit[d]
-    return within_cap(live + max(delta, 0.0), cap)
-
-
 def zb_order(inst: Instance, policy: Policy) -> Order:
-    """Per-device order built by the heuristic under ``policy``; raises DeadlockError if stuck."""
+    """Per-device order built by the heuristic under ``policy``; raises DeadlockError if stuck.
+
+    Hot loop (issue 12: 98k ops): flat lists indexed ``stage * m + microbatch``, memory caps with
+    their float slack added once (:func:`cap_with_slack`), and a device's decision is kept from the
+    moment it is pushed until it runs (no state it reads changes in between: every change pushes
+    the device again), so each op is decided once rather than twice.
+    """
     p, m, S = inst.devices, inst.microbatches, inst.num_stages
+    last = S - 1
     split = inst.split_backward
     stages_of = inst.stages_of_device
+    dos = inst.device_of_stage
+    dur_f, dur_b = inst.duration["F"], inst.duration["B"]
+    dur_w = inst.duration.get("W", (0.0,) * S)
+    d_f, d_b = inst.delta["F"], inst.delta["B"]
+    d_w = inst.delta.get("W", (0.0,) * S)
+    pos_f = [max(x, 0.0) for x in d_f]
+    pos_b = [max(x, 0.0) for x in d_b]
+    up = [inst.link(s - 1, s) if s > 0 else 0.0 for s in range(S)]
+    down = [inst.link(s + 1, s) if s < last else 0.0 for s in range(S)]
+    lim = [cap_with_slack(x) for x in inst.limit]
     nf, nb, nw = [0] * S, [0] * S, [0] * S
-    f_end = [[math.nan] * m for _ in range(S)]
-    b_end = [[math.nan] * m for _ in range(S)]
+    f_end: list[float | None] = [None] * (S * m)
+    b_end: list[float | None] = [None] * (S * m)
     free = [0.0] * p
     live = [0.0] * p
     order: Order = [[] for _ in range(p)]
-    higher = [sum(max(0.0, inst.delta["F"][t]) for t in stages_of[inst.device_of_stage[s]] if t > s)
-              for s in range(S)]
+    higher = [sum(pos_f[t] for t in stages_of[dos[s]] if t > s) for s in range(S)]
     cap = [math.inf if policy.extra is None else max(1, math.ceil(policy.scale * (S - s)) + policy.extra)
            for s in range(S)]
     total = len(inst.kinds) * S * m
     done = 0
+    f_first, b_wait, eager = policy.f_first, policy.b_wait, policy.w == "eager"
+    inf = math.inf
 
-    def ready_f(s: int) -> float | None:
-        i = nf[s]
-        if i >= m:
-            return None
-        if s == 0:
-            return 0.0
-        e = f_end[s - 1][i]
-        return None if math.isnan(e) else e + inst.link(s - 1, s)
-
-    def ready_b(s: int) -> float | None:
-        i = nb[s]
-        if i >= m:
-            return None
-        e = f_end[s][i] if s == S - 1 else b_end[s + 1][i]
-        if math.isnan(e):
-            return None
-        return e if s == S - 1 else e + inst.link(s + 1, s)
-
-    def f_allowed(d: int, s: int) -> bool:
-        if nf[s] - nb[s] >= cap[s]:
-            return False
-        return _fits(inst, d, live[d] + higher[s], inst.delta["F"][s])
-
-    def choose(d: int) -> tuple[float, OpId | None]:
-        """(time, op) for device d's next op, or (time to look again, None)."""
+    def choose(d: int) -> tuple[float, int, int]:
+        """(time, kind, stage) of device d's next op (kind 0 F, 1 B, 2 W), or (time to look again, -1, -1)."""
         t = free[d]
-        bs, fs, ws, blocked = [], [], [], False
+        tt = t + _EPS
+        lv, room = live[d], lim[d]
+        soon_b = nxt = inf
+        now_b = now_f = -1  # stage of the best op ready now
+        now_b_r = now_f_r = inf
+        w_s = -1
+        blocked = False
         for s in stages_of[d]:
-            r = ready_b(s)
-            if r is not None and _fits(inst, d, live[d], inst.delta["B"][s]):
-                bs.append((r, -s, OpId("B", s, nb[s])))
-            r = ready_f(s)
-            if r is not None:
-                if f_allowed(d, s):
-                    fs.append((r, s, OpId("F", s, nf[s])))
-                elif nf[s] - nb[s] < cap[s]:
-                    blocked = True
-            if split and nw[s] < nb[s]:
-                ws.append((-s, OpId("W", s, nw[s])))
-        now_b = [c for c in bs if c[0] <= t + _EPS]
-        now_f = [c for c in fs if c[0] <= t + _EPS]
-        first = (now_f, now_b) if policy.f_first else (now_b, now_f)
-        soon_b = min([c[0] for c in bs], default=math.inf)
-        for group in first:
-            if group:
-                op = min(group)[2]
-                if policy.b_wait and op.kind == "F" and t + _EPS < soon_b < t + inst.cost(op) - _EPS:
-                    return soon_b, None
-                return t, op
-        if ws:
-            nxt = min([c[0] for c in bs + fs], default=None)
-            w_op = min(ws)[1]
-            if policy.b_wait and t + _EPS < soon_b < t + inst.cost(w_op) - _EPS and not blocked:
-                return soon_b, None
-            if blocked or policy.w == "eager" or nxt is None or nxt - t >= inst.cost(w_op) - _EPS:
-                return t, w_op
-        nxt = min([c[0] for c in bs + fs], default=None)
-        return (math.inf, None) if nxt is None else (nxt, None)
+            i = nb[s]
+            if i < m:
+                e = f_end[s * m + i] if s == last else b_end[(s + 1) * m + i]
+                if e is not None and lv + pos_b[s] <= room:
+                    r = e if s == last else e + down[s]
+                    if r < soon_b:
+                        soon_b = r
+                    if r <= tt and (r < now_b_r or (r == now_b_r and s > now_b)):
+                        now_b_r, now_b = r, s
+            i = nf[s]
+            if i < m:
+                if s == 0:
+                    r = 0.0
+                else:
+                    e = f_end[(s - 1) * m + i]
+                    r = None if e is None else e + up[s]
+                if r is not None:
+                    inflight = i - nb[s]
+                    if inflight < cap[s] and lv + higher[s] + pos_f[s] <= room:
+                        if r < nxt:
+                            nxt = r
+                        if r <= tt and (r < now_f_r or (r == now_f_r and s < now_f)):
+                            now_f_r, now_f = r, s
+                    elif inflight < cap[s]:
+                        blocked = True
+            if split and nw[s] < nb[s] and s > w_s:
+                w_s = s
+        if soon_b < nxt:
+            nxt = soon_b
+        for kind, s in ((0, now_f), (1, now_b)) if f_first else ((1, now_b), (0, now_f)):
+            if s >= 0:
+                if b_wait and kind == 0 and tt < soon_b < t + dur_f[s] - _EPS:
+                    return soon_b, -1, -1
+                return t, kind, s
+        if w_s >= 0:
+            if b_wait and tt < soon_b < t + dur_w[w_s] - _EPS and not blocked:
+                return soon_b, -1, -1
+            if blocked or eager or nxt == inf or nxt - t >= dur_w[w_s] - _EPS:
+                return t, 2, w_s
+        return nxt, -1, -1
 
     heap: list[tuple[float, int, int]] = []
     version = [0] * p
+    decided: list[tuple[float, int, int] | None] = [None] * p  # the op a pushed device will run
 
     def push(d: int) -> None:
         version[d] += 1
-        t, _ = choose(d)
-        if t < math.inf:
-            heapq.heappush(heap, (max(t, free[d]), d, version[d]))
+        choice = choose(d)
+        decided[d] = choice if choice[1] >= 0 else None
+        if choice[0] < inf:
+            heapq.heappush(heap, (max(choice[0], free[d]), d, version[d]))
 
     for d in range(p):
         push(d)
@@ -128,33 +135,50 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
         t, d, ver = heapq.heappop(heap)
         if ver != version[d]:
             continue
-        free[d] = max(free[d], t)
-        when, op = choose(d)
-        if op is None:
-            if when < math.inf:
-                heapq.heappush(heap, (when, d, version[d]))
-            continue
-        start = when
-        end = start + inst.cost(op)
-        free[d] = end
-        live[d] += inst.mem(op)
-        order[d].append(op)
+        choice = decided[d]
+        if choice is None:
+            free[d] = max(free[d], t)
+            choice = choose(d)
+            if choice[1] < 0:
+                if choice[0] < inf:
+                    heapq.heappush(heap, (choice[0], d, version[d]))
+                continue
+        start, k, s = choice
         done += 1
-        k, s, i = op
-        touched = {d}
-        if k == "F":
-            nf[s] += 1
-            f_end[s][i] = end
-            touched.add(inst.device_of_stage[s + 1] if s < S - 1 else d)
-        elif k == "B":
-            nb[s] += 1
-            b_end[s][i] = end
-            if s > 0:
-                touched.add(inst.device_of_stage[s - 1])
+        if k == 0:
+            i = nf[s]
+            end = start + dur_f[s]
+            live[d] += d_f[s]
+            order[d].append(OpId("F", s, i))
+            nf[s] = i + 1
+            f_end[s * m + i] = end
+            free[d] = end
+            nxt_d = dos[s + 1] if s < last else d
+            push(d)
+            if nxt_d != d:
+                push(nxt_d)
+        elif k == 1:
+            i = nb[s]
+            end = start + dur_b[s]
+            live[d] += d_b[s]
+            order[d].append(OpId("B", s, i))
+            nb[s] = i + 1
+            b_end[s * m + i] = end
+            free[d] = end
+            prv = dos[s - 1] if s > 0 else d
+            if prv < d:
+                push(prv)
+            push(d)
+            if prv > d:
+                push(prv)
         else:
-            nw[s] += 1
-        for e in sorted(touched):
-            push(e)
+            i = nw[s]
+            end = start + dur_w[s]
+            live[d] += d_w[s]
+            order[d].append(OpId("W", s, i))
+            nw[s] = i + 1
+            free[d] = end
+            push(d)
     if done != total:
         raise DeadlockError(f"zb heuristic {policy} stuck after {done} of {total} ops")
     return order
@@ -173,7 +197,7 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
         except DeadlockError:
             continue
         start = compact(inst, order)
-        value = objective_value(inst, start)
-        out.append((value, makespan(inst, start), k, Incumbent(order, start, value)))
+        value, span = order_score(inst, order, start)
+        out.append((value, span, k, Incumbent(order, start, value)))
     out.sort(key=lambda c: c[:3])
     return [c[3] for c in out]
