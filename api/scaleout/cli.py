@@ -28,9 +28,10 @@ def register(sub: Any) -> None:
                         help="attempts before a job whose workers keep dying is failed (default 3)")
     worker.add_argument("--heartbeat-timeout", type=float, default=10.0,
                         help="seconds without a heartbeat before another worker takes a job over (default 10)")
-    worker.add_argument("--nice", type=int, default=10,
-                        help="OS priority of the solve processes, 0-19: above 0 a replica or anything else on "
-                        "the host is served first; the worker's own loop stays at normal priority (default 10)")
+    worker.add_argument("--nice", default="10",
+                        help="OS priority of the solve processes: 0-19 (nice), or 'idle' (Linux SCHED_IDLE: "
+                        "only cycles nothing else wants); a replica on the same host is then served first; "
+                        "the worker's own loop stays at normal priority (default 10)")
     worker.add_argument("--retention", type=float, default=None,
                         help="seconds finished job records are kept for GET /v1/jobs/{id}, at least 60 "
                         "(default 86400, or PIPESCHED_JOB_RETENTION_S); the schedules stay in the cache")
@@ -44,8 +45,12 @@ def _worker(args: argparse.Namespace) -> int:
     if args.retention is not None and not args.retention >= 60:
         raise InputError(f"--retention must be >= 60 seconds (got {args.retention:g}): a client polling a "
                          "finished job needs time to read it")
-    if not 0 <= args.nice <= 19:
-        raise InputError(f"--nice must be from 0 (as the worker) to 19 (lowest priority) (got {args.nice})")
+    from .lowprio import parse_nice
+
+    try:
+        nice = parse_nice(args.nice)
+    except ValueError as e:
+        raise InputError(f"--nice {e}") from None
     overrides = {"db": args.db, "job_retention_s": args.retention}
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
@@ -65,7 +70,7 @@ def _worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = WorkerConfig(db=settings.db, table_prefix=settings.table_prefix, concurrency=args.concurrency,
                           max_attempts=args.max_attempts, heartbeat_timeout_s=args.heartbeat_timeout,
-                          kill_grace_s=settings.kill_grace_s, nice=args.nice,
+                          kill_grace_s=settings.kill_grace_s, nice=nice,
                           retention_s=settings.job_retention_s)
     asyncio.run(_run(Worker, config))
     return 0

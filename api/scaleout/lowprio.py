@@ -1,11 +1,14 @@
-"""A solve at a lower OS priority (``pipesched worker --nice N``): the body of the solve process.
+"""A solve at a lower OS priority (``pipesched worker --nice N|idle``): the body of the solve process.
 
 On a host that also runs an API replica (or anything a person waits on), solves are the work that
-can wait: ``nice`` 10 gives them about a tenth of a core's share against a normal-priority
-process that wants it (Linux CFS weights 110 vs 1024) while still using every idle cycle, so cache
-hits stay fast while the workers saturate the machine. Only the solve process is niced; the
-worker's own loop (claims, heartbeats) keeps normal priority, so a busy host does not starve the
-heartbeats and have its jobs taken over. ``--nice 0`` turns it off.
+can wait. ``--nice 10`` (the default) gives a solve about a tenth of a core's share against a
+normal-priority process that wants the core (Linux CFS weights 110 vs 1024) while it still uses
+every idle cycle; a woken request handler may still wait for the solve's current time slice (a few
+ms). ``--nice idle`` puts the solve in Linux's ``SCHED_IDLE`` class: it runs only on a core nothing
+else wants, and any other task that wakes preempts it at once (the best latency for the replica),
+at the price of next to no progress on a host that is busy with other work. Only the solve
+process is lowered; the worker's own loop (claims, heartbeats) keeps normal priority, so a busy
+host does not starve the heartbeats and have its jobs taken over. ``--nice 0`` turns it off.
 """
 
 from __future__ import annotations
@@ -15,9 +18,35 @@ from multiprocessing.connection import Connection
 
 from ..solving import worker
 
+#: ``--nice`` value for the ``SCHED_IDLE`` scheduling class.
+IDLE = "idle"
 
-def run_solve_niced(conn: Connection, nice: int, problem_json: str, method: str, time_limit_s: float,
-                    hint_json: str | None, workers: int) -> None:
-    if nice > 0:
+
+def parse_nice(text: str) -> int | str:
+    """``0``..``19`` or ``idle``; ValueError naming what is accepted otherwise."""
+    if text.strip().lower() == IDLE:
+        return IDLE
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 19:
+        raise ValueError(f"must be from 0 (as the worker) to 19 (lowest), or 'idle' (got {text!r})")
+    return value
+
+
+def lower_priority(nice: int | str) -> None:
+    """Lower this process's priority as ``--nice`` asks (Linux; elsewhere ``idle`` falls back to nice 19)."""
+    if nice == IDLE:
+        if hasattr(os, "SCHED_IDLE"):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        nice = 19
+    if isinstance(nice, int) and nice > 0:
         os.nice(nice)
+
+
+def run_solve_niced(conn: Connection, nice: int | str, problem_json: str, method: str, time_limit_s: float,
+                    hint_json: str | None, workers: int) -> None:
+    lower_priority(nice)
     worker.run_solve(conn, problem_json, method, time_limit_s, hint_json, workers)

@@ -51,7 +51,7 @@ class WorkerConfig:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 10.0
     kill_grace_s: float = 5.0
-    nice: int = 10  # OS priority of the solve processes (0: as the worker)
+    nice: int | str = 10  # OS priority of the solve processes: 0 (as the worker) to 19, or 'idle' (lowprio)
     retention_s: float = 86400.0  # finished job records kept this long
     safety_recheck_s: float = 5.0  # idle re-claim without a notification (lost while reconnecting)
 

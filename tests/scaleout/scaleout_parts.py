@@ -113,5 +113,24 @@ class Replica(Proc):
         raise AssertionError(f"job {job_id} not finished after {timeout_s} s: {job}")
 
 
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+    out, todo = [], [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def nice_of(pid: int) -> int:
+    """The nice value of a process (field 19 of ``/proc/PID/stat``)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def start_worker(db: str, log: Path, *flags: str) -> Proc:
     return Proc(["worker", "--db", db, "--heartbeat-timeout", "3", "--log-level", "info", *flags], log)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import httpx
-from scaleout_parts import Proc, Replica, admin_sql, start_worker
+from scaleout_parts import Proc, Replica, admin_sql, descendants, nice_of, start_worker
 
 from pipesched.solver import Problem, Schedule, validate
 
@@ -92,6 +92,9 @@ def test_a_job_whose_worker_is_killed_is_finished_by_another_worker(
     workers.append(first)
     wait_for(lambda: job_row(pg_db, job_id)[0] == "running", what="the first worker runs the job")
     first_pid = first.pid()
+    # The solve runs at the default --nice 10; the worker's loop (heartbeats) stays at normal priority.
+    solving = wait_for(lambda: [p for p in descendants(first_pid) if _nice(p) == 10], what="a niced solve process")
+    assert solving and _nice(first_pid) == 0
     first.kill9()  # mid-solve
     workers.append(start_worker(pg_db, tmp_path / "w2.log"))
     done = b.wait_job(job_id)
@@ -204,6 +207,13 @@ def test_finished_jobs_are_pruned_after_the_retention_and_their_schedules_stay_i
     assert b.job(waiting)["state"] in ("queued", "running", "done")  # the queued job was not touched
     again = b.post(body)
     assert again.status_code == 200 and again.json()["cached"] is True
+
+
+def _nice(pid: int) -> int | None:
+    try:
+        return nice_of(pid)
+    except OSError:  # gone meanwhile
+        return None
 
 
 def _queued_priorities(db: str) -> dict[str, int]:
