@@ -22,6 +22,7 @@ _METHOD_MODULES = (
     "pipesched.solver.heuristics.classic.gpipe",
     "pipesched.solver.heuristics.greedy",
     "pipesched.solver.heuristics.classic.interleaved",
+    "pipesched.solver.heuristics.classic.interleaved_zb",
     "pipesched.solver.heuristics.classic.one_f_one_b",
     "pipesched.solver.heuristics.classic.zb_h",
     "pipesched.solver.heuristics.classic.zb_v",

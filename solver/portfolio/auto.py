@@ -32,10 +32,8 @@ from ..budget import (
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
-    GRID_SHARE,
     HEURISTIC_SHARE,
     POLISH_SHARE,
-    RECIPE_S_PER_OP,
     RELAX_MIN_S,
     RELAX_S_PER_OP,
     RETIME_SHARE,
@@ -56,40 +54,15 @@ from ..exact.cpsat.relaxations import relaxation_bound
 from ..exact.cpsat.run import CpsatResult, finish, solve_model
 from ..exact.cpsat.scaling import Scaling
 from ..heuristics.swap_past_w import polished
-from ..heuristics.warm_start import grid_starts, hint_start, recipe_orders
 from ..timing.finalize import infeasible, no_schedule
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
+from .candidates import heuristic_incumbents
+from .small import ILP_FIRST_OPS, ILP_FIRST_SHARE, ilp_first
 
 
 def _close(a: float, b: float) -> bool:
     return a - b <= slack(a)
-
-
-def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
-                         stop: float = float("inf"), bound: float = 0.0) -> list[tuple[str, Incumbent]]:
-    """Every heuristic's order that respects the memory limit, in a fixed order: the zero-bubble grid
-    sized for ``GRID_SHARE`` of the nominal budget, then the recipes while their estimated cost fits
-    ``HEURISTIC_SHARE`` of it (skipped when the grid already meets ``bound``), then the hint. ``stop`` is
-    the wall safety net: after it, nothing more is tried once something was found."""
-    out = grid_starts(inst, GRID_SHARE * options.time_limit_s, deadline=stop)
-    if out and _close(min(c.objective for _, c in out), bound):
-        return out
-    recipe = RECIPE_S_PER_OP * inst.num_ops
-    spent = GRID_SHARE * options.time_limit_s
-
-    def afford() -> bool:  # the estimated cost decides (deterministic); the clock only as a net
-        nonlocal spent
-        if out and (spent + recipe > HEURISTIC_SHARE * options.time_limit_s or time.perf_counter() + recipe > stop):
-            return False
-        spent += recipe
-        return True
-
-    for name, order in recipe_orders(problem, options, afford):
-        out.append((name, Incumbent.of(inst, order)))
-    if (h := hint_start(inst, options.hint)) is not None:
-        out.append(("hint", h))
-    return out
 
 
 def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: float = float("inf"),
@@ -119,7 +92,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     limit = options.time_limit_s
     deadline = t0 + limit - finish_margin(inst)
     bound = combinatorial_bound(inst)
-    cands = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * limit, bound=bound)
+    found = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * limit, bound=bound)
+    cands = found.found
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
@@ -133,8 +107,16 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
 
     nominal = limit * DTIME_PER_SECOND  # deterministic budgets derive from this, not the clock
     n_ops = inst.num_ops
-    rest = (1 - HEURISTIC_SHARE) * limit  # nominal seconds left for the bound and the search
+    rest = max(0.0, limit - found.spent)  # nominal seconds left for the bound and the search
     small = n_ops <= SMALL_OPS  # the full model proves as much
+    search_dtime = nominal * SEARCH_DTIME_SHARE
+    if not res.proven_optimal and n_ops <= ILP_FIRST_OPS:  # the ILP proves what CP-SAT cannot (.small)
+        share = ILP_FIRST_SHARE * rest
+        inc, proven, ilp_bound = ilp_first(problem, inst, inc, min(share, left()))
+        bound = max(bound, min(ilp_bound or 0.0, inc.objective))
+        res = CpsatResult(inc, proven or _close(inc.objective, bound), bound)
+        rest -= share
+        search_dtime *= 1 - ILP_FIRST_SHARE
     relax = RELAX_S_PER_OP * n_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
     relaxed = (not res.proven_optimal and not small and max(relax, RELAX_MIN_S) <= BOUND_SHARE * rest
                and left() > relax)
@@ -154,6 +136,6 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
         inc, bound = res.incumbent, max(bound, res.bound or 0.0)
     if not res.proven_optimal and n_ops <= FULL_MODEL_OPS and search <= planned and left() > search:
         res = solve_model(inst, inc, left(), options.workers, known_bound=bound, deadline=deadline, nominal=planned,
-                          dtime=nominal * (1 - BOUND_SHARE if relaxed else 1.0) * SEARCH_DTIME_SHARE)
+                          dtime=search_dtime * (1 - BOUND_SHARE if relaxed else 1.0))
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)
