@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from ..budget import RANK_BOUND_MAX_OPS, RANK_SPAN_MAX_WORK
 from ..core.instance import Instance, OpId
 from ..core.tolerance import cap_with_slack
+from .dual import dual_bound
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,10 @@ def stage_span_lower_bound(inst: Instance) -> float:
 
 
 def lower_bound(inst: Instance) -> float:
-    """The analytic bound for the problem's own objective (never above a true optimum)."""
+    """The analytic bound for the problem's own objective (never above a true optimum); under the
+    dual placement the best of its copies' bounds (:mod:`.dual`)."""
+    if inst.dual:
+        return dual_bound(inst, lower_bound)
     if inst.objective == "stage_span":
         return stage_span_lower_bound(inst)
     return makespan_lower_bound(inst)

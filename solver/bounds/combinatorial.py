@@ -16,6 +16,7 @@ from typing import NamedTuple
 from ..core.instance import Instance
 from .analytic import backward_drain, forward_arrival
 from .analytic import lower_bound as analytic_lower_bound
+from .dual import dual_bound
 
 
 class _StageMemory(NamedTuple):
@@ -183,6 +184,8 @@ def relay_bound(inst: Instance) -> float:
 
 def combinatorial_bound(inst: Instance) -> float:
     """The best of the analytic, round-trip (stage span), relay and energy bounds; no search."""
+    if inst.dual:  # the chains stop at each copy's end: bound the copies (.dual)
+        return dual_bound(inst, combinatorial_bound)
     best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst))
     if inst.objective == "stage_span":
         best = max(best, round_trip_span_bound(inst))

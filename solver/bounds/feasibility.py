@@ -25,16 +25,21 @@ def _natural(inst: Instance) -> bool:
 
 
 def single_microbatch_peak(inst: Instance) -> list[float]:
-    """Peak memory on each device when one microbatch runs alone."""
-    order: list[list[OpId]] = []
-    for stages in inst.stages_of_device:
-        ops = [OpId("F", s, 0) for s in stages]
-        for s in reversed(stages):
-            ops.append(OpId("B", s, 0))
-            if inst.split_backward:
-                ops.append(OpId("W", s, 0))
-        order.append(ops)
-    return peak_memory(inst, order)
+    """Peak memory on each device when one microbatch runs alone (under the dual placement, the larger
+    of one downward and one upward microbatch alone: each visits one stage per device)."""
+    peaks = [0.0] * inst.devices
+    for i in sorted({inst.stage_microbatches(s)[0] for s in range(inst.num_stages) if inst.stage_microbatches(s)}):
+        order: list[list[OpId]] = []
+        for stages in inst.stages_of_device:
+            mine = [s for s in stages if inst.has_op(OpId("F", s, i))]
+            ops = [OpId("F", s, i) for s in mine]
+            for s in reversed(mine):
+                ops.append(OpId("B", s, i))
+                if inst.split_backward:
+                    ops.append(OpId("W", s, i))
+            order.append(ops)
+        peaks = [max(a, b) for a, b in zip(peaks, peak_memory(inst, order), strict=True)]
+    return peaks
 
 
 def infeasibility_reason(inst: Instance) -> str | None:

@@ -14,7 +14,11 @@ memory deltas, limits and objective, however they were written:
   changes memory by their sum, so only the sums matter: they are folded into
   ``backward_input`` and ``backward_weight`` becomes 0 (the same sums the instance computes);
 - keys of the JSON are sorted and defaults are filled in, so key order and omitted defaults
-  do not matter.
+  do not matter;
+- under ``placement: "dual"`` the split is written resolved (``dual_split``, default ``m // 2``), so
+  an omitted split and its default agree; other placements carry no ``dual_split`` key, so their
+  keys are unchanged by its introduction (no version bump), and a dual problem never shares a key with
+  its V twin (the placement differs).
 
 The key is ``sha256`` of the canonical JSON, prefixed by a format version so a future change
 of the rules above can never serve a stale entry. It does not depend on the method or the time
@@ -69,7 +73,7 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
     memory = {"backward_input": m.backward_input, "backward_weight": m.backward_weight, "forward": m.forward,
               "limit": _collapse(m.limit)}
     if not problem.split_backward:
-        stages = problem.num_stages
+        stages = problem.num_model_stages
         for part in (costs, memory):
             part["backward_input"], part["backward_weight"] = _fold_fused(
                 part["backward_input"], part["backward_weight"], stages
@@ -77,7 +81,7 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
     for field in _PER_STAGE:
         costs[field] = _collapse(costs[field])
         memory[field] = _collapse(memory[field])
-    return {
+    out = {
         "costs": costs,
         "devices": problem.devices,
         "memory": memory,
@@ -87,6 +91,10 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
         "split_backward": problem.split_backward,
         "stages_per_device": problem.stages_per_device,
     }
+    if problem.placement == "dual":
+        out["dual_split"] = problem.down_microbatches
+        out = dict(sorted(out.items()))
+    return out
 
 
 def canonical_json(problem: Problem) -> str:

@@ -30,14 +30,22 @@ class OpId(NamedTuple):
 
 
 def stage_device(stage: int, devices: int, placement: str) -> int:
-    """Device that holds ``stage``: ``s % p`` for loop placement, the V fold for ``"v"``."""
-    if placement == "v":
+    """Device that holds ``stage``: ``s % p`` for loop placement, the V fold for ``"v"`` and ``"dual"``
+    (dual: the downward copy's stage ``k`` on device ``k``, the upward copy's id ``p + k`` on ``p - 1 - k``)."""
+    if placement in ("v", "dual"):
         return stage if stage < devices else 2 * devices - 1 - stage
     return stage % devices
 
 
-def _expand(value: float | list[float], stages: int) -> tuple[float, ...]:
-    return tuple(float(x) for x in value) if isinstance(value, list) else (float(value),) * stages
+def _expand(value: float | list[float], stages: int, dual: bool = False) -> tuple[float, ...]:
+    """Per stage id; under "dual" the list is per model stage and the upward copy repeats it."""
+    out = tuple(float(x) for x in value) if isinstance(value, list) else (float(value),) * (stages // 2 if dual else stages)
+    return out + out if dual else out
+
+
+def model_stage(stage: int, devices: int, placement: str) -> int:
+    """The model stage a stage id runs: itself, or ``s - p`` for the upward copy of a dual placement."""
+    return stage - devices if placement == "dual" and stage >= devices else stage
 
 
 @dataclass(frozen=True)
@@ -55,13 +63,20 @@ class Instance:
     duration: dict[str, tuple[float, ...]]  # kind -> per-stage duration
     delta: dict[str, tuple[float, ...]]  # kind -> per-stage memory delta
     limit: tuple[float, ...]  # per device; math.inf when uncapped
+    #: Microbatches ``0..split-1`` run through stages ``0..p-1`` (the downward copy), the rest through
+    #: ``p..2p-1``; only "dual" makes this differ from ``microbatches`` (then every op belongs to one copy).
+    split: int = -1
+
+    def __post_init__(self) -> None:
+        if self.split < 0:
+            object.__setattr__(self, "split", self.microbatches)
 
     @classmethod
     def from_problem(cls, problem: Problem) -> Instance:
-        stages = problem.num_stages
+        stages, dual = problem.num_stages, problem.placement == "dual"
         c, mem = problem.costs, problem.memory
-        f, bi, bw = (_expand(x, stages) for x in (c.forward, c.backward_input, c.backward_weight))
-        df, dbi, dbw = (_expand(x, stages) for x in (mem.forward, mem.backward_input, mem.backward_weight))
+        f, bi, bw = (_expand(x, stages, dual) for x in (c.forward, c.backward_input, c.backward_weight))
+        df, dbi, dbw = (_expand(x, stages, dual) for x in (mem.forward, mem.backward_input, mem.backward_weight))
         if problem.split_backward:
             duration = {"F": f, "B": bi, "W": bw}
             delta = {"F": df, "B": dbi, "W": dbw}
@@ -86,6 +101,7 @@ class Instance:
             duration=duration,
             delta=delta,
             limit=limit,
+            split=problem.down_microbatches,
         )
 
     # ----------------------------------------------------------------- structure
@@ -98,9 +114,64 @@ class Instance:
         return KINDS if self.split_backward else ("F", "B")
 
     @property
+    def dual(self) -> bool:
+        return self.placement == "dual"
+
+    @property
     def num_ops(self) -> int:
         """How many ops a schedule has: what every time and model-size estimate scales with."""
-        return len(self.kinds) * self.num_stages * self.microbatches
+        copies = 2 if self.dual else 1
+        return len(self.kinds) * self.num_stages // copies * self.microbatches
+
+    def copy_range(self, stage: int) -> tuple[int, int]:
+        """First and last stage id of the chain ``stage`` is on: the whole model, or under "dual" its copy."""
+        if not self.dual:
+            return 0, self.num_stages - 1
+        p = self.devices
+        return (0, p - 1) if stage < p else (p, 2 * p - 1)
+
+    def stage_microbatches(self, stage: int) -> range:
+        """Microbatches that run ``stage``: all, or under "dual" those of its copy's direction."""
+        if not self.dual:
+            return range(self.microbatches)
+        return range(self.split) if stage < self.devices else range(self.split, self.microbatches)
+
+    def microbatch_stages(self, microbatch: int) -> range:
+        """Stage ids microbatch ``i`` visits, in model order (``F`` runs them first to last)."""
+        if not self.dual:
+            return range(self.num_stages)
+        p = self.devices
+        return range(p) if microbatch < self.split else range(p, 2 * p)
+
+    def has_op(self, op: OpId) -> bool:
+        """Whether ``op`` is an op of the problem (kind, stage and microbatch in range, and its copy's)."""
+        return (op.kind in self.kinds and 0 <= op.stage < self.num_stages
+                and op.microbatch in self.stage_microbatches(op.stage))
+
+    def chain(self, microbatch: int) -> list[OpId]:
+        """Microbatch ``i``'s dependency chain ``F(first..last)``, ``B(last..first)`` (W hangs off its B)."""
+        stages = self.microbatch_stages(microbatch)
+        return [OpId("F", s, microbatch) for s in stages] + [OpId("B", s, microbatch) for s in reversed(stages)]
+
+    def directions(self) -> list[Instance]:
+        """Under "dual", the two copies as plain one-chunk instances on the same devices (each with its
+        microbatches only): a dual schedule restricted to one copy's ops is a schedule of that
+        instance, so a lower bound of either is one of the dual problem. Empty for other placements."""
+        if not self.dual:
+            return []
+        p, out = self.devices, []
+        for stages, count in ((range(p), self.split), (range(p, 2 * p), self.microbatches - self.split)):
+            if count == 0:
+                continue
+            out.append(Instance(
+                devices=p, microbatches=count, stages_per_device=1, placement="loop",
+                split_backward=self.split_backward, objective=self.objective, comm=self.comm,
+                device_of_stage=tuple(self.device_of_stage[s] for s in stages),
+                duration={k: tuple(v[s] for s in stages) for k, v in self.duration.items()},
+                delta={k: tuple(v[s] for s in stages) for k, v in self.delta.items()},
+                limit=self.limit,
+            ))
+        return out
 
     @cached_property
     def stages_of_device(self) -> tuple[tuple[int, ...], ...]:
@@ -112,7 +183,7 @@ class Instance:
 
     def ops(self) -> list[OpId]:
         """All ops, in a fixed canonical order (kind, stage, microbatch)."""
-        return [OpId(k, s, i) for k in self.kinds for s in range(self.num_stages) for i in range(self.microbatches)]
+        return [OpId(k, s, i) for k in self.kinds for s in range(self.num_stages) for i in self.stage_microbatches(s)]
 
     def device(self, op: OpId) -> int:
         return self.device_of_stage[op.stage]
@@ -131,11 +202,12 @@ class Instance:
         """The ops that must end before ``op`` starts, each with the lag (comm) after its end.
 
         F(s,i) after F(s-1,i); B(S-1,i) after F(S-1,i); B(s,i) after B(s+1,i); W(s,i) after B(s,i).
+        Under "dual" the chain is the stage's copy (:meth:`copy_range`): it never crosses ``p - 1 -> p``.
         """
         kind, s, i = op
-        last = self.num_stages - 1
+        first, last = self.copy_range(s) if self.dual else (0, self.num_stages - 1)
         if kind == "F":
-            return [(OpId("F", s - 1, i), self.link(s - 1, s))] if s > 0 else []
+            return [(OpId("F", s - 1, i), self.link(s - 1, s))] if s > first else []
         if kind == "B":
             if s == last:
                 return [(OpId("F", s, i), 0.0)]
@@ -145,13 +217,13 @@ class Instance:
     def successors(self, op: OpId) -> list[tuple[OpId, float]]:
         """Inverse of :meth:`predecessors`."""
         kind, s, i = op
-        last = self.num_stages - 1
+        first, last = self.copy_range(s) if self.dual else (0, self.num_stages - 1)
         if kind == "F":
             nxt = OpId("F", s + 1, i) if s < last else OpId("B", s, i)
             out = [(nxt, self.link(s, s + 1) if s < last else 0.0)]
             return out
         if kind == "B":
-            out = [(OpId("B", s - 1, i), self.link(s, s - 1))] if s > 0 else []
+            out = [(OpId("B", s - 1, i), self.link(s, s - 1))] if s > first else []
             if self.split_backward:
                 out.append((OpId("W", s, i), 0.0))
             return out
@@ -163,7 +235,7 @@ class Instance:
         work = [0.0] * self.devices
         for k in self.kinds:
             for s, d in enumerate(self.device_of_stage):
-                work[d] += self.duration[k][s] * self.microbatches
+                work[d] += self.duration[k][s] * len(self.stage_microbatches(s))
         return work
 
     def total_work(self) -> float:

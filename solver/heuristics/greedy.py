@@ -107,10 +107,19 @@ class _Memory:
     def __init__(self, inst: Instance) -> None:
         self.limit = inst.limit
         self.live = [0.0] * inst.devices
-        self.positive = [
-            sum(max(0.0, inst.delta[k][s]) for k in inst.kinds for s in stages) for stages in inst.stages_of_device
+        self.inst = inst
+        # per device and copy (one copy unless dual: a microbatch visits only its copy's stage there)
+        self.per_copy = [
+            [sum(max(0.0, inst.delta[k][s]) for k in inst.kinds for s in stages if inst.copy_range(s)[0] == lo)
+             for lo in sorted({inst.copy_range(s)[0] for s in range(inst.num_stages)})]
+            for stages in inst.stages_of_device
         ]
-        self.per_mb_ops = [len(stages) * len(inst.kinds) for stages in inst.stages_of_device]
+        self.positive = [max(x) for x in self.per_copy]
+        self.ops_per_copy = [
+            [len(inst.kinds) * sum(1 for s in stages if inst.copy_range(s)[0] == lo)
+             for lo in sorted({inst.copy_range(s)[0] for s in range(inst.num_stages)})]
+            for stages in inst.stages_of_device
+        ]
         self.inflight: list[list[int]] = [[] for _ in range(inst.devices)]
         self.held: list[dict[int, float]] = [{} for _ in range(inst.devices)]
         self.need: list[dict[int, float]] = [{} for _ in range(inst.devices)]
@@ -125,11 +134,15 @@ class _Memory:
                 )
 
     def admit(self, j: int) -> None:
+        """``j`` enters the pipeline: younger than every microbatch in flight (ages are admission order)."""
+        c = 1 if self.inst.dual and j >= self.inst.split else 0
         for d in range(len(self.live)):
+            if self.ops_per_copy[d][c] == 0:
+                continue
             self.inflight[d].append(j)
             self.held[d][j] = 0.0
-            self.need[d][j] = self.positive[d]
-            self.left[d][j] = self.per_mb_ops[d]
+            self.need[d][j] = self.per_copy[d][c]
+            self.left[d][j] = self.ops_per_copy[d][c]
 
     def allows(self, d: int, j: int, delta: float) -> bool:
         if delta <= 0:
@@ -141,8 +154,8 @@ class _Memory:
             return True  # every term held_k(u >= t) + need_k(t) is at most this
         held, need, live = self.held[d], self.need[d], self.live[d]
         older = 0.0  # held by in-flight microbatches older than t
-        for t in self.inflight[d]:
-            if t >= j:
+        for t in self.inflight[d]:  # admission order: oldest first
+            if t == j:
                 break
             if live - older + need[t] + delta > cap:
                 return False
@@ -152,11 +165,11 @@ class _Memory:
     def leaves_headroom(self, d: int, j: int, delta: float) -> bool:
         """Whether ``j``'s first op on ``d`` leaves room for the largest pending need of an older
         microbatch there (with v >= 2, the next chunk's forward of a microbatch already under way)."""
-        if j in self.held[d] and (self.held[d][j] != 0.0 or self.need[d][j] != self.positive[d]):
+        if j in self.held[d] and (self.held[d][j] != 0.0 or self.need[d][j] not in self.per_copy[d]):
             return True  # not new to this device
         room = 0.0
         for t in self.inflight[d]:
-            if t >= j:
+            if t == j:
                 break
             room = max(room, self.need[d][t])
         return within_cap(self.live[d] + delta + room, self.limit[d])
@@ -189,12 +202,14 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
         rule = POLICIES[policy]
     except KeyError:
         raise NotApplicableError(f"unknown greedy policy {policy!r}; choose one of: {', '.join(POLICIES)}") from None
-    S, m, p = inst.num_stages, inst.microbatches, inst.devices
+    S, p = inst.num_stages, inst.devices
     split = inst.split_backward
     dev = inst.device_of_stage
     dur = inst.duration
     delta = inst.delta
     link_next = [inst.link(s, s + 1) if s < S - 1 else 0.0 for s in range(S)]
+    first_of = [inst.copy_range(s)[0] for s in range(S)]  # a microbatch's chain: its copy (dual) or all
+    last_of = [inst.copy_range(s)[1] for s in range(S)]
     capped = any(math.isfinite(x) for x in inst.limit)
     mem = _Memory(inst) if capped else None
 
@@ -224,7 +239,6 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
     start: dict[OpId, float] = {}
     wake: list[tuple[float, int]] = []  # (decision time, device)
     planned = [math.inf] * p  # decision time currently queued for each device
-    admitted = 0
 
     def release(op: OpId, t: float) -> None:
         d = dev[op.stage]
@@ -268,9 +282,12 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
                 return found
         return None
 
-    release(OpId("F", 0, 0), 0.0)
+    streams = [inst.stage_microbatches(lo) for lo in sorted(set(first_of))]  # dual: one per direction
+    for stream in streams:
+        if stream:
+            release(OpId("F", inst.microbatch_stages(stream[0])[0], stream[0]), 0.0)
     done = 0
-    total = len(inst.kinds) * S * m
+    total = inst.num_ops
     while True:
         while wake:
             t, d = heapq.heappop(wake)
@@ -311,16 +328,15 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
                 while next_at[d] < len(flags) and flags[next_at[d]]:
                     next_at[d] += 1
             if mem is not None:
-                if kind == "F" and s == 0:
+                if kind == "F" and s == first_of[s]:
                     mem.admit(i)
                 mem.apply(d, i, delta[kind][s])
             if kind == "F":
-                if s == 0 and admitted + 1 < m:
-                    admitted += 1
-                    release(OpId("F", 0, admitted), 0.0)
-                release(OpId("F", s + 1, i) if s < S - 1 else OpId("B", s, i), end + link_next[s])
+                if s == first_of[s] and i + 1 in inst.stage_microbatches(s):
+                    release(OpId("F", s, i + 1), 0.0)
+                release(OpId("F", s + 1, i) if s < last_of[s] else OpId("B", s, i), end + link_next[s])
             elif kind == "B":
-                if s > 0:
+                if s > first_of[s]:
                     release(OpId("B", s - 1, i), end + link_next[s - 1])
                 if split:
                     release(OpId("W", s, i), end)

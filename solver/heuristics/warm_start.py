@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterator
 
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
+from ..core.metrics import peak_memory
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.schedule import Order, Schedule
+from ..core.tolerance import within_cap
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .zero_bubble import zb_candidates
@@ -29,9 +31,27 @@ SKIPPED = (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError)
 
 def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = None,
                 keep: int | None = None) -> list[tuple[str, Incumbent]]:
-    """The zero-bubble grid's orders, best first (the ``keep`` best), named ``zb-auto[k]``."""
+    """The zero-bubble grid's orders, best first (the ``keep`` best), named ``zb-auto[k]``; under the
+    dual placement, where the grid does not apply, :func:`dual_starts` instead."""
+    if inst.dual:
+        return dual_starts(inst)[:keep]
     cands = zb_candidates(inst, seconds, deadline)[:keep]
     return [(f"zb-auto[{k}]", c) for k, c in enumerate(cands)]
+
+
+def dual_starts(inst: Instance) -> list[tuple[str, Incumbent]]:
+    """The ``dualpipe`` recipe's order (when within ``memory.limit``) and greedy's best, best first: so an
+    exact method warm-started from here is never worse than the recipe (issue 14)."""
+    from .classic.dualpipe import dualpipe_order
+    from .greedy import best_greedy_order
+
+    out: list[tuple[str, Incumbent]] = []
+    order = dualpipe_order(inst)
+    if all(within_cap(peak, cap) for peak, cap in zip(peak_memory(inst, order), inst.limit, strict=True)):
+        out.append(("dualpipe", Incumbent.of(inst, order)))
+    with contextlib.suppress(*SKIPPED):
+        out.append(("greedy", Incumbent.of(inst, best_greedy_order(inst)[1])))
+    return sorted(out, key=lambda c: c[1].objective)
 
 
 def recipe_orders(problem: Problem, options: SolveOptions,

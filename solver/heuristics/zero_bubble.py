@@ -188,6 +188,8 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
     """Every policy of the grid (sized for the nominal budget ``seconds``) that yields an order,
     timed by :func:`compact`, best first. ``deadline`` (a ``perf_counter`` time) is only a safety
     net for an overloaded machine: once passed, the grid stops as soon as it has one order."""
+    if inst.dual:  # the grid walks one chain through every stage; dual chains stop at each copy's end
+        return []
     out = []
     for k, pol in enumerate(policies(inst, seconds)):
         if out and deadline is not None and time.perf_counter() > deadline:

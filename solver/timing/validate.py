@@ -40,6 +40,11 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         if not (0 <= op.stage < inst.num_stages and 0 <= op.microbatch < inst.microbatches):
             errors.append(f"{op}: stage or microbatch out of range")
             continue
+        if not inst.has_op(op):  # dual placement: the microbatch flows through the other copy
+            lo, hi = inst.copy_range(op.stage)
+            errors.append(f"{op}: microbatch {op.microbatch} does not run stage {op.stage} (dual placement: "
+                          f"stages {lo}..{hi} run microbatches {inst.stage_microbatches(op.stage)})")
+            continue
         if op in start:
             errors.append(f"{op} is scheduled more than once")
             continue
@@ -58,17 +63,19 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
     if any(not 0 <= o.device < inst.devices for o in schedule.ops):
         return errors[:limit]  # already reported; per-device checks need real devices
 
+    tol = RELATIVE_TOLERANCE * max(1.0, scale)
+    cost = inst.cost
     for op, t in start.items():
         for pred, lag in inst.predecessors(op):
-            ready = start[pred] + inst.cost(pred) + lag
-            if t < ready - RELATIVE_TOLERANCE * max(1.0, scale):
+            ready = start[pred] + cost(pred) + lag
+            if t < ready - tol:
                 errors.append(f"{op} starts at {t:g} but {pred} ends at {ready - lag:g} (+comm {lag:g})")
 
     order = schedule.order()
     for d, ops in enumerate(order):
         for a, b in zip(ops, ops[1:], strict=False):
-            a_end = start[a] + inst.cost(a)
-            if start[b] < a_end - RELATIVE_TOLERANCE * max(1.0, scale):
+            a_end = start[a] + cost(a)
+            if start[b] < a_end - tol:
                 errors.append(f"device {d}: {b} starts at {start[b]:g} while {a} runs until {a_end:g}")
 
     peaks = ops_peaks(order, inst)

@@ -290,26 +290,32 @@ def needs_memory_resource(inst: Instance, sc: Scaling) -> bool:
 # stage span:  Z >= x_last(d) + d_last(d) - x_first(d)   for every device d
 # lower <= Z <= upper (a valid bound and the incumbent); minimise Z
 
-def device_first_last(cm: CpsatModel) -> dict[int, tuple[OpId, list[OpId]]]:
-    """Per device: its first op and the ops one of which ends last, given microbatch order.
+def device_first_last(cm: CpsatModel) -> dict[int, tuple[list[OpId], list[OpId]]]:
+    """Per device: the ops one of which starts first and the ops one of which ends last, given
+    microbatch order (one of each per chain the device is on: two under the dual placement).
 
-    Everything a microbatch does on a device follows its forward on the device's lowest stage;
-    everything on a stage ends by that stage's final op of the last microbatch (W, or the fused
-    B of the device's lowest stage, which the backward chain reaches last).
+    Everything a microbatch does on a device follows its forward on the device's lowest stage of its
+    chain; everything on a stage ends by that stage's final op of the chain's last microbatch (W, or
+    the fused B of the device's lowest stage, which the backward chain reaches last).
     """
     inst = cm.inst
-    m = inst.microbatches
     present = set(cm.graph.ops)
-    out: dict[int, tuple[OpId, list[OpId]]] = {}
+    out: dict[int, tuple[list[OpId], list[OpId]]] = {}
     for d, stages in enumerate(inst.stages_of_device):
-        first = OpId("F", min(stages), 0)
-        if first not in present:
-            continue
-        if inst.split_backward:
-            last = [OpId("W", s, m - 1) for s in stages]
-        else:
-            last = [OpId("B", min(stages), m - 1)]
-        out[d] = (first, [op for op in last if op in present])
+        chains: dict[tuple[int, int], list[int]] = {}
+        for s in stages:
+            chains.setdefault(inst.copy_range(s), []).append(s)
+        firsts: list[OpId] = []
+        last: list[OpId] = []
+        for mine in chains.values():
+            mbs = inst.stage_microbatches(mine[0])
+            if not mbs:
+                continue
+            firsts.append(OpId("F", min(mine), mbs[0]))
+            last += [OpId("W", s, mbs[-1]) for s in mine] if inst.split_backward else [OpId("B", min(mine), mbs[-1])]
+        firsts = [op for op in firsts if op in present]
+        if firsts:
+            out[d] = (firsts, [op for op in last if op in present])
     return out
 
 
@@ -320,9 +326,10 @@ def add_objective(cm: CpsatModel, lower: int, upper: int) -> None:
     fl = device_first_last(cm)
     if cm.inst.objective == "stage_span":
         for d in sorted(fl):
-            first, last = fl[d]
+            firsts, last = fl[d]
             for op in last:
-                model.add(z >= cm.end(op) - cm.start[first])
+                for first in firsts:  # Z >= max end - min start
+                    model.add(z >= cm.end(op) - cm.start[first])
     else:
         for d in sorted(fl):
             for op in fl[d][1]:

@@ -39,8 +39,7 @@ from .scaling import Scaling
 
 def chain(inst: Instance, i: int) -> list[OpId]:
     """Microbatch ``i``'s dependency chain F(0..S-1), B(S-1..0) (W hangs off its B)."""
-    S = inst.num_stages
-    return [OpId("F", s, i) for s in range(S)] + [OpId("B", s, i) for s in range(S - 1, -1, -1)]
+    return inst.chain(i)
 
 
 def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:

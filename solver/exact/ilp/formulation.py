@@ -145,7 +145,7 @@ def fixed_orders(
     topo = _topological(inst, ops)
     succ: dict[OpId, list[OpId]] = {op: [s for s, _ in inst.successors(op)] for op in topo}
     for op in topo:
-        if op.microbatch + 1 < inst.microbatches:
+        if op.microbatch + 1 in inst.stage_microbatches(op.stage):
             succ[op].append(OpId(op.kind, op.stage, op.microbatch + 1))
     bit = {op: 1 << k for k, op in enumerate(topo)}
     reach: dict[OpId, int] = {}
@@ -338,10 +338,11 @@ def canonical_times(inst: Instance, start: Mapping[OpId, float]) -> dict[OpId, f
     out: dict[OpId, float] = {}
     for kind in inst.kinds:
         for s in range(inst.num_stages):
-            times = sorted(start[OpId(kind, s, i)] for i in range(inst.microbatches))
-            for i, t in enumerate(times):
+            mbs = inst.stage_microbatches(s)  # dual: only the microbatches of the stage's copy
+            times = sorted(start[OpId(kind, s, i)] for i in mbs)
+            for i, t in zip(mbs, times, strict=True):
                 out[OpId(kind, s, i)] = t
-    shift = out[OpId("F", 0, 0)]
+    shift = min(out.values())  # F(0, 0) when every microbatch starts at stage 0
     return {op: t - shift for op, t in out.items()}
 
 

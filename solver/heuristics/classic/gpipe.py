@@ -14,9 +14,9 @@ from ._common import recipe
 def gpipe_order(inst: Instance) -> Order:
     order: Order = []
     for stages in inst.stages_of_device:
-        ops = [OpId("F", s, i) for s in stages for i in range(inst.microbatches)]
+        ops = [OpId("F", s, i) for s in stages for i in inst.stage_microbatches(s)]
         for s in reversed(stages):
-            for i in range(inst.microbatches):
+            for i in inst.stage_microbatches(s):
                 ops.append(OpId("B", s, i))
                 if inst.split_backward:
                     ops.append(OpId("W", s, i))

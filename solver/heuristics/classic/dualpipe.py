@@ -1,0 +1,136 @@
+"""DualPipe (DeepSeek-AI, DeepSeek-V3 technical report, 2024): two streams from both ends, dual placement.
+
+Under ``placement: "dual"`` device ``r`` holds stage ``r`` of the downward copy and stage ``p - 1 - r``
+of the upward one; microbatches ``0..h-1`` enter at device 0, the others at device ``p - 1``. Each
+device calls "chunk 0" the copy whose stream starts on its own end of the pipeline (the downward
+copy for ``r < p/2``, the upward copy otherwise) and "chunk 1" the other. With ``H = p/2``,
+``j = min(r, p - 1 - r)`` (the reference's ``half_rank``) and ``C`` microbatches per direction, the
+eight steps of the reference implementation's ``step()``, with its names and counts:
+
+1. ``nF0``, ``2(H - j - 1)``: chunk-0 forwards (warm-up);
+2. ``nF0F1``, ``j + 1``: a chunk-0 forward, then a chunk-1 forward;
+3. ``nB1W1F1``, ``H - j - 1``: chunk-1 B, its W at once (zero bubble), a chunk-1 forward;
+4. ``nF0B1F1B0`` (main), ``C - p + j + 1``: F0 overlapped with B1, then F1 overlapped with B0
+   (the middle ranks, ``j = H - 1``, run the first F0 and B1 apart);
+5. ``nB1F1B0``, ``H - j - 1``: chunk-1 B, then F1 overlapped with B0;
+6. ``nB1B0``, ``j + 1``: a chunk-1 B and a chunk-0 B; from the loop's middle on (one B earlier on
+   odd ``j``) the Ws are deferred to a queue (zero bubble);
+7. ``nWB0``, ``H - j - 1``: a queued W, then a chunk-0 B whose W is queued;
+8. ``nW``: the queued Ws.
+
+Outside the deferred steps a backward is the full backward (B, then its W at once). An
+"overlapped" pair runs here as F then B (one op at a time per device, as ``dualpipe-v`` does); the
+forward-backward overlap itself is :mod:`costs.overlap_fb`'s business (docs/dualpipe.md). The
+steps need ``C >= p`` in each direction (``m >= 2p`` with the default split); for fewer, or an
+uneven ``dual_split``, the order is built for ``max(p, h, m - h)`` microbatches per direction and
+each direction is trimmed to its own count (:func:`keep_microbatches`' argument, per direction).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ...core.instance import Instance, OpId
+from ...core.problem import Problem
+from ...core.schedule import Order
+from ._common import recipe
+
+
+def _applies(problem: Problem) -> str | None:
+    if problem.placement != "dual":
+        return (f"dualpipe needs placement 'dual' (stages_per_device = 2, devices even; got {problem.placement!r}); "
+                "for the V placement use dualpipe-v")
+    return None
+
+
+class _Rank:
+    """One device's op list, written step by step; per chunk its stage id, direction and next microbatch."""
+
+    def __init__(self, inst: Instance, r: int) -> None:
+        p = inst.devices
+        down, up = r, 2 * p - 1 - r  # stage ids of the two copies on this device
+        own_end_down = r < p // 2
+        self.stage = (down, up) if own_end_down else (up, down)
+        self.offset = (0, inst.split) if own_end_down else (inst.split, 0)  # local index -> microbatch
+        self.split = inst.split_backward
+        self.next = {"F": [0, 0], "B": [0, 0]}
+        self.queue: deque[OpId] = deque()
+        self.ops: list[OpId] = []
+
+    def _op(self, kind: str, chunk: int, local: int) -> OpId:
+        return OpId(kind, self.stage[chunk], self.offset[chunk] + local)  # type: ignore[arg-type]
+
+    def forward(self, chunk: int) -> None:
+        self.ops.append(self._op("F", chunk, self.next["F"][chunk]))
+        self.next["F"][chunk] += 1
+
+    def backward(self, chunk: int, *, defer_w: bool = False) -> None:
+        local = self.next["B"][chunk]
+        self.next["B"][chunk] += 1
+        self.ops.append(self._op("B", chunk, local))
+        if self.split:
+            w = self._op("W", chunk, local)
+            if defer_w:
+                self.queue.append(w)
+            else:
+                self.ops.append(w)
+
+    def weight(self) -> None:
+        if self.queue:
+            self.ops.append(self.queue.popleft())
+
+
+def dualpipe_order(inst: Instance) -> Order:
+    """The eight steps on every device (module docstring), then each direction trimmed to its count."""
+    p, m, h = inst.devices, inst.microbatches, inst.split
+    half = p // 2
+    chunks = max(p, h, m - h)  # microbatches per direction the steps are built for
+    order: Order = []
+    for r in range(p):
+        dev = _Rank(inst, r)
+        j = min(r, p - 1 - r)
+        # Step 1: nF0
+        for _ in range(2 * (half - j - 1)):
+            dev.forward(0)
+        # Step 2: nF0F1
+        for _ in range(j + 1):
+            dev.forward(0)
+            dev.forward(1)
+        # Step 3: nB1W1F1 (zero bubble: the W right after its B)
+        for _ in range(half - j - 1):
+            dev.backward(1)
+            dev.forward(1)
+        # Step 4 (main): nF0B1F1B0; F0 & B1, then F1 & B0 (the middle ranks' first F0, B1 not overlapped)
+        for _ in range(chunks - p + j + 1):
+            dev.forward(0)
+            dev.backward(1)
+            dev.forward(1)
+            dev.backward(0)
+        # Step 5: nB1F1B0; B1, then F1 & B0
+        for _ in range(half - j - 1):
+            dev.backward(1)
+            dev.forward(1)
+            dev.backward(0)
+        # Step 6: nB1B0; Ws deferred from the loop's middle on (a B earlier on odd j)
+        mid = (j + 1) // 2
+        for i in range(j + 1):
+            dev.backward(1, defer_w=i > mid or (i == mid and j % 2 == 1))
+            dev.backward(0, defer_w=i >= mid)
+        # Step 7: nWB0 (zero bubble: a queued W, then a B0 whose W is queued)
+        for _ in range(half - j - 1):
+            dev.weight()
+            dev.backward(0, defer_w=True)
+        # Step 8: nW
+        while dev.queue:
+            dev.weight()
+        order.append(dev.ops)
+    return [[op for op in ops if inst.has_op(op)] for ops in order]
+
+
+solve_dualpipe = recipe(
+    "dualpipe",
+    "DualPipe (DeepSeek-V3): placement 'dual', two streams from both ends, one chunk's F paired with the "
+    "other's B, Ws deferred at the tail; built for m >= 2p, trimmed below.",
+    dualpipe_order,
+    _applies,
+)
