@@ -5,9 +5,12 @@ and W the remaining ``M_W``; caps of ``k`` microbatches (``k = p`` is the paper'
 "optimal" rows of ``benchmarks/zb_paper.py`` rest on these bounds meeting the objective, so they
 are checked here on that shape, with uneven stages, comm, loop and V placements and both
 objectives, against :mod:`bruteforce` (which uses none of them). Sizes stay tiny for brute force.
+The CP-SAT relaxation bounds (``device_bound``, ``relaxation_bound``) are checked the same way.
 """
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from bruteforce import optimum
@@ -20,6 +23,7 @@ from pipesched.solver.bounds.combinatorial import (
     relay_bound,
     round_trip_span_bound,
 )
+from pipesched.solver.exact.cpsat.relaxations import device_bound, relaxation_bound
 
 #: F takes 1.0, B gives back 0.4, W the remaining 0.6 (M_W / M_B = 0.6).
 ZB_MEMORY = {"forward": 1.0, "backward_input": -0.4, "backward_weight": -0.6}
@@ -45,13 +49,49 @@ BOUNDS = {"analytic": lower_bound, "relay": relay_bound, "round_trip": round_tri
           "energy": energy_bound, "combinatorial": combinatorial_bound}
 
 
+@functools.cache
+def _optimum(name: str) -> float | None:
+    """The brute-forced optimum of ``CASES[name]`` (computed once: both tests below compare with it)."""
+    return optimum(Problem(**CASES[name]))
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_no_bound_exceeds_the_brute_forced_optimum_on_the_zero_bubble_shape(name: str) -> None:
     problem = Problem(**CASES[name])
-    best = optimum(problem)
+    best = _optimum(name)
     assert best is not None, f"{name}: no schedule fits the cap"
     inst = Instance.from_problem(problem)
     for bound_name, bound in BOUNDS.items():
         value = bound(inst)
         assert value <= best + 1e-9 * max(1.0, best), (
             f"{bound_name} bound {value} > optimum {best}: {problem.model_dump_json()}")
+
+
+def _no_schedule_exceeds(inst: Instance) -> float:
+    """An upper bound independent of every solver: all work plus comm on every cross-device edge
+    (the least solution of any order's difference constraints ends by then)."""
+    crossings = sum(lag > 0 for op in inst.ops() for _, lag in inst.predecessors(op))
+    return inst.total_work() + crossings * inst.comm
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_no_cpsat_relaxation_bound_exceeds_the_brute_forced_optimum_on_the_zero_bubble_shape(name: str) -> None:
+    """The single-device relaxations CP-SAT proves (``exact/cpsat/relaxations.py``), each device on
+    its own and combined as ``auto`` combines them, on the same shape and against the same oracle.
+    The upper bound handed to them is solver-free, so a relaxation cannot borrow the optimum. Short
+    budgets: whatever a relaxation proves in any time must stay below the optimum, so the check
+    does not depend on where the search stops."""
+    problem = Problem(**CASES[name])
+    best = _optimum(name)
+    assert best is not None, f"{name}: no schedule fits the cap"
+    inst = Instance.from_problem(problem)
+    upper = _no_schedule_exceeds(inst)
+    assert upper >= best
+    proven = [device_bound(inst, d, 1.5, upper=upper, dtime=0.5) for d in range(inst.devices)]
+    assert any(b is not None for b in proven), f"{name}: no relaxation proved anything, nothing checked"
+    for d, value in enumerate(proven):
+        assert value is None or value <= best + 1e-9 * max(1.0, best), (
+            f"device {d} relaxation bound {value} > optimum {best}: {problem.model_dump_json()}")
+    combined = relaxation_bound(inst, 3.0, upper=upper, dtime=1.0)
+    assert combined <= best + 1e-9 * max(1.0, best), (
+        f"relaxation_bound {combined} > optimum {best}: {problem.model_dump_json()}")
