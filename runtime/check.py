@@ -33,9 +33,7 @@ def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: 
     out = []
     for text in schedules:
         schedule = Schedule.model_validate_json(text)
-        all_stages = mlp_stages(schedule.problem.num_stages)
-        mine = {s: all_stages[s] for s in range(len(all_stages))
-                if s in _stages_of(schedule, rank)}
+        mine = _my_modules(schedule, rank)
         ex = PipelineExecutor(schedule, mine, torch.nn.functional.mse_loss, timeout_s=20)
         x, y = sample_batch(batch)
         times = []
@@ -45,9 +43,28 @@ def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: 
             t0 = time.perf_counter()
             ex.step(x, y)
             times.append(time.perf_counter() - t0)
-        grads = {f"{s}.{n}": p.grad.clone() for s, m in mine.items() for n, p in m.named_parameters()}
+        grads = {f"{_model_stage(schedule, s)}.{n}": g.grad.clone() for s, m in mine.items()
+                 for n, g in m.named_parameters()}
         out.append({"grads": grads, "step_s": min(times)})
     return out
+
+
+def _model_stage(schedule: Schedule, stage: int) -> int:
+    """The model stage a stage id runs (dual placement: both copies run the same p model stages)."""
+    p = schedule.problem.devices
+    return stage - p if schedule.problem.placement == "dual" and stage >= p else stage
+
+
+def _model_stages(schedule: Schedule) -> int:
+    problem = schedule.problem
+    return problem.devices if problem.placement == "dual" else problem.num_stages
+
+
+def _my_modules(schedule: Schedule, rank: int) -> dict[int, torch.nn.Module]:
+    """This rank's stage modules, fresh from the seed; under "dual" twin ranks build the same model
+    stage from the same seed, so twins start with the same parameters."""
+    model = mlp_stages(_model_stages(schedule))
+    return {s: model[_model_stage(schedule, s)] for s in sorted(_stages_of(schedule, rank))}
 
 
 def torch_replay_rank(rank: int, world: int, schedules: list[str], batch: int) -> list[dict]:
@@ -71,24 +88,27 @@ def _stages_of(schedule: Schedule, rank: int) -> set[int]:
 
 
 def grad_diff(schedule: Schedule, per_rank: list[dict], batch: int) -> float:
-    """Largest |pipeline grad - reference grad| over every parameter of the model."""
+    """Largest |pipeline grad - reference grad| over every parameter of every rank (under "dual"
+    both twins of a model stage are compared, so a missing twin sum shows)."""
     x, y = sample_batch(batch)
-    ref = reference_grads(mlp_stages(schedule.problem.num_stages), x, y)
-    got: dict[str, torch.Tensor] = {}
-    for r in per_rank:
-        got.update(r["grads"])
-    if set(got) != set(ref):
-        missing = sorted(set(ref) - set(got))
+    ref = reference_grads(mlp_stages(_model_stages(schedule)), x, y)
+    got = {k for r in per_rank for k in r["grads"]}
+    if got != set(ref):
+        missing = sorted(set(ref) - got)
         raise AssertionError(f"gradients missing for {missing[:5]}")
-    return max(float((got[k] - ref[k]).abs().max()) for k in ref)
+    return max(float((g - ref[k]).abs().max()) for r in per_rank for k, g in r["grads"].items())
+
+
+#: The placement a method needs when ``--placement`` is not given.
+PLACEMENT_OF = {"zb-v": "v", "dualpipe-v": "v", "dualpipe": "dual"}
 
 
 def make_problem(world: int, method: str, microbatches: int, stages_per_device: int,
-                 split_backward: bool = True) -> Problem:
-    v_shape = method == "zb-v"
+                 split_backward: bool = True, placement: str | None = None) -> Problem:
+    placement = placement or PLACEMENT_OF.get(method, "loop")
     return Problem(devices=world, microbatches=microbatches,
-                   stages_per_device=2 if v_shape else stages_per_device,
-                   placement="v" if v_shape else "loop", split_backward=split_backward)
+                   stages_per_device=2 if placement in ("v", "dual") else stages_per_device,
+                   placement=placement, split_backward=split_backward)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,16 +117,23 @@ def main(argv: list[str] | None = None) -> int:
                     "--world, --method, --microbatches, --stages-per-device and --fused come from the plan")
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--method", default="1f1b")
-    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--microbatches", type=int, default=None,
+                    help="default 4, or 2 x world under a dual placement (DualPipe needs m >= 2p)")
     ap.add_argument("--stages-per-device", type=int, default=1)
+    ap.add_argument("--placement", choices=["loop", "v", "dual"],
+                    help="stage placement (default: what the method needs, else loop)")
     ap.add_argument("--fused", action="store_true", help="fused backward (no W ops)")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 2 x microbatches + 1, uneven)")
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
     if args.plan is not None:
         return _check_plan(args.plan, args.batch, args.timeout)
+    if args.microbatches is None:
+        dual = (args.placement or PLACEMENT_OF.get(args.method)) == "dual"
+        args.microbatches = 2 * args.world if dual else 4
     try:
-        problem = make_problem(args.world, args.method, args.microbatches, args.stages_per_device, not args.fused)
+        problem = make_problem(args.world, args.method, args.microbatches, args.stages_per_device, not args.fused,
+                               args.placement)
         schedule = solve(problem, args.method)
     except ValueError as e:
         print(f"check: error: {e}", file=sys.stderr)

@@ -22,7 +22,11 @@ B: F runs without a graph and B runs it again first.
 
 A microbatch's chain of stages is read from the schedule's instance (:func:`plan.prev_stage`,
 :func:`plan.next_stage`), so loop, V and dual placements run the same code; the ranks holding a
-chain's first stage need the inputs, those holding a last stage the targets.
+chain's first stage need the inputs, those holding a last stage the targets. Under a dual
+placement (docs/dualpipe.md: twin stage modules with the same initial parameters on ranks r and
+p−1−r) the twins' weight gradients of the step are summed after its last op
+(:mod:`pipesched.runtime.twins`), and the returned loss is that of the microbatches whose chain
+ends on this rank.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from .errors import PipelineError, ScheduleMismatchError
 from .plan import Message, PostRecv, Send, next_stage, prev_stage, rank_plan
 from .recompute import Replay, forward_again, forward_without_graph
 from .split_backward import WeightGrad, backward_full, backward_input
+from .twins import TwinSum
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Key = tuple[int, int]  # (stage, microbatch)
@@ -117,6 +122,8 @@ class PipelineExecutor:
         self.device = params[0].device if params else torch.device("cpu")
         self.transport = Transport(self.rank, group, self.inst.num_stages, timeout_s, self.device)
         self.params = {s: [p for p in m.parameters() if p.requires_grad] for s, m in self.stages.items()}
+        self.twins = (TwinSum(self.stages, self.inst.devices, self.rank, group, timeout_s)
+                      if self.inst.placement == "dual" else None)
         self._shapes: dict[Key, tuple[torch.Size, torch.dtype]] = {}  # activation shapes, agreed on step 1
         self.steps_done = 0
         self.last_step_s = 0.0
@@ -136,6 +143,8 @@ class PipelineExecutor:
         y_mbs = self._split(targets, "targets", lasts[0]) if lasts else []
         st = _Step(x_mbs, y_mbs, self._scales(x_mbs or y_mbs), first=self.steps_done == 0)
         t_step = time.perf_counter()
+        if self.twins is not None:
+            self.twins.start()
         for instr in self.plan:
             if isinstance(instr, PostRecv):
                 self._post_recv(st, instr.message)
@@ -149,6 +158,8 @@ class PipelineExecutor:
         if left or st.recvs:
             raise PipelineError(f"rank {self.rank}: step ended with unused {', '.join(left) or 'receives'}: "
                                 "the schedule does not cover every op of this rank")
+        if self.twins is not None:
+            self.twins.finish()
         self.last_step_s = time.perf_counter() - t_step
         self.last_op_s = st.op_s
         self.last_busy_s = sum(st.op_s.values())

@@ -152,8 +152,13 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
     out = []
     for schedule_json, split, *rest in jobs:
         schedule = Schedule.model_validate_json(schedule_json)
-        stages = stage_modules(transformer_layers(cfg, seed), split)
-        mine = {s: stages[s] for s in sorted({o.stage for o in schedule.ops if o.device == rank})}
+        stages = stage_modules(transformer_layers(cfg, seed), split)  # one per model stage
+        p, dual = schedule.problem.devices, schedule.problem.placement == "dual"
+
+        def model(s: int, p: int = p, dual: bool = dual) -> int:  # dual: the upward copy runs stage s - p
+            return s - p if dual and s >= p else s
+
+        mine = {s: stages[model(s)] for s in sorted({o.stage for o in schedule.ops if o.device == rank})}
         recompute = [s for s in (rest[0] if rest else ()) if s in mine]
         ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
         best = (float("inf"), 0.0)
@@ -163,8 +168,8 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
             t0 = time.perf_counter()
             ex.step(tokens, targets)
             best = min(best, (time.perf_counter() - t0, ex.last_busy_s))
-        grads = {f"{split[s][0] + k}.{name}": p.grad.clone()
-                 for s, m in mine.items() for k, layer in enumerate(m) for name, p in layer.named_parameters()}
+        grads = {f"{split[model(s)][0] + k}.{name}": w.grad.clone()
+                 for s, m in mine.items() for k, layer in enumerate(m) for name, w in layer.named_parameters()}
         out.append({"grads": grads, "step_s": best[0], "busy_s": best[1]})
     return out
 
