@@ -8,7 +8,7 @@ has two cores.
 ``--quick`` runs the steps whose README command finishes in a few minutes at most (their total is
 in ``results/run_all.md`` after a run); ``--full`` adds the long ones: the zero-bubble paper cases
 (24 solves of up to 60 s), every unit-cost limit, the placements, determinism, the ILP comparisons,
-CP-SAT's clock on the paper cases and the torch runtime. ``--list`` prints the plan.
+CP-SAT's clock on the paper cases, the torch runtime and the anchors against torch's orders. ``--list`` prints the plan.
 
     python benchmarks/run_all.py --quick | --full [--only NAME[,NAME]] [--list]
 """
@@ -64,6 +64,7 @@ STEPS: tuple[Step, ...] = (
          ("ilp_vs_cpsat.md",), False),
     Step("ilp_backends", ("ilp_backends.py", "--time-limit", "20"), ("ilp_backends.md",), False),
     Step("runtime", ("runtime_vs_torch.py", "--rounds", "40"), ("runtime.md",), False),
+    Step("anchors", ("anchors.py", "--full"), ("anchors.md",), False),
 )
 
 

@@ -1,19 +1,26 @@
 """Method ``auto``: the portfolio a user should call.
 
-1. fast heuristics: every classic recipe that applies and fits the memory limit, the greedy list
-   scheduler, the zero-bubble heuristic grid (:mod:`pipesched.solver.heuristics.zero_bubble`) and ``options.hint``;
+1. fast heuristics (:mod:`.candidates`): the zero-bubble heuristic grid
+   (:mod:`pipesched.solver.heuristics.zero_bubble`), then every registered heuristic that applies and
+   fits the memory limit (every fixed recipe and the greedy list scheduler: all of them whenever their
+   estimated cost fits the heuristic share, so ``auto`` is never worse than a method it contains), and
+   ``options.hint``;
 2. the best of them, re-timed optimally for its order (:func:`pipesched.solver.timing.retime.retime`), is the
    incumbent; if it meets the analytic bound we are done;
    then a local search lets Fs and Bs jump ahead of Ws that delay them (:mod:`pipesched.solver.heuristics.swap_past_w`);
-3. a share of the budget proves a stronger bound on single-device relaxations
+3. problems of at most ``ILP_FIRST_OPS`` ops go to the ILP first (:mod:`.small`: it proves the
+   capped stage-span cases CP-SAT cannot), then CP-SAT from its answer with what is left;
+4. a share of the budget proves a stronger bound on single-device relaxations
    (:mod:`pipesched.solver.exact.cpsat.relaxations`) when the gap is still open and the problem is not small;
-4. CP-SAT on the full model from the incumbent (:func:`pipesched.solver.exact.cpsat.run.solve_model`) with the rest, up to
+5. CP-SAT on the full model from the incumbent (:func:`pipesched.solver.exact.cpsat.run.solve_model`) with the rest, up to
    ``FULL_MODEL_OPS`` ops (small problems without a memory cumulative: one sequential worker first,
    ``SINGLE_MAX_S`` at most).
 Status is ``optimal`` only when a bound proves it. Every step is deterministic (deterministic
 time limits calibrated per kind of model, fixed seeds, fixed candidate order), so the same problem
 gives the same schedule unless the wall-clock net cut a step short (a machine much slower than the
-calibration; ``benchmarks/determinism.py`` measures it).
+calibration; ``benchmarks/determinism.py`` measures it). The one exception is step 3: the ILP
+stops on the wall clock (neither CBC nor HiGHS has a deterministic one), so a small problem whose
+proof needs nearly all of its share may end differently on a much slower machine.
 
 Time limit: every optional phase is sized from the *nominal* budget ``options.time_limit_s`` (so
 the result does not depend on the clock) using measured per-op costs, and skipped when its
@@ -32,7 +39,6 @@ from ..budget import (
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
-    HEURISTIC_SHARE,
     POLISH_SHARE,
     RELAX_MIN_S,
     RELAX_S_PER_OP,
@@ -41,8 +47,12 @@ from ..budget import (
     SINGLE_MAX_S,
     SMALL_OPS,
     finish_margin,
+    heuristic_share,
+    note_wall_cut,
+    records_wall_cuts,
     retime_cost,
     search_cost,
+    setup_cost,
 )
 from ..core.instance import Instance
 from ..core.problem import Problem
@@ -54,6 +64,7 @@ from ..exact.cpsat.relaxations import relaxation_bound
 from ..exact.cpsat.run import CpsatResult, finish, solve_model
 from ..exact.cpsat.scaling import Scaling
 from ..heuristics.swap_past_w import polished
+from ..heuristics.warm_start import first_schedule
 from ..timing.finalize import infeasible, no_schedule
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
@@ -73,7 +84,10 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
     cost = retime_cost(inst)
     timed = []
     for k, (_, inc) in enumerate(cands):
-        if (k + 1) * cost > seconds or time.perf_counter() + cost > deadline:
+        if (k + 1) * cost > seconds:
+            break
+        if time.perf_counter() + cost > deadline:
+            note_wall_cut("optimal re-timing")
             break
         try:
             timed.append(retime(inst, inc.order))
@@ -84,15 +98,20 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
 
 @method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "
                 "within --time-limit (recommended).")
+@records_wall_cuts
 def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
     if (answer := infeasible(problem, "auto", inst, t0)) is not None:
         return answer
     limit = options.time_limit_s
+    if setup_cost(inst) > limit and (first := first_schedule(problem, inst, "auto", limit, t0)) is not None:
+        return first  # the limit is below what any answer costs: the first schedule, at once (docs/limits.md)
     deadline = t0 + limit - finish_margin(inst)
+    tb = time.perf_counter()
     bound = combinatorial_bound(inst)
-    found = heuristic_incumbents(problem, inst, options, stop=t0 + HEURISTIC_SHARE * limit, bound=bound)
+    deadline -= time.perf_counter() - tb  # finalize computes it again (a wall net only, never a decision)
+    found = heuristic_incumbents(problem, inst, options, stop=t0 + heuristic_share(inst) * limit, bound=bound)
     cands = found.found
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
