@@ -18,11 +18,13 @@ from .schedule import Schedule
 #: Modules that define methods, in the order ``methods()`` lists them; imported by name on first use,
 #: so the CLI starts fast and this low layer never imports the methods' layers above it.
 _METHOD_MODULES = (
+    "pipesched.solver.heuristics.classic.dualpipe",
     "pipesched.solver.heuristics.classic.dualpipe_v",
     "pipesched.solver.heuristics.classic.gpipe",
     "pipesched.solver.heuristics.greedy",
     "pipesched.solver.heuristics.classic.interleaved",
     "pipesched.solver.heuristics.classic.interleaved_zb",
+    "pipesched.solver.heuristics.classic.looped_bfs",
     "pipesched.solver.heuristics.classic.one_f_one_b",
     "pipesched.solver.heuristics.classic.zb_h",
     "pipesched.solver.heuristics.classic.zb_v",

@@ -3,7 +3,8 @@
 One row per device, one ``<rect>`` per op, coloured by kind with the Okabe–Ito palette
 (distinguishable under the common colour-vision deficiencies): F blue, B vermillion, W bluish
 green. With ``v > 1`` model chunks are told apart by tint (chunk 0 full colour, later chunks
-lighter). Idle time shows as the hatched row background. Under each row a thin track draws the
+lighter; under ``placement: "dual"`` the two chunks are the two directions, so the downward stream
+is full colour and the upward stream lighter, and tooltips say which). Idle time shows as the hatched row background. Under each row a thin track draws the
 device's live memory over time with its limit as a dashed line and the time spent at the limit
 shaded (:mod:`.memory_track`), so a bubble caused by the memory cap is told apart from one caused
 by dependencies. Microbatch numbers are written in 11px inside boxes wide enough, in 8px on
@@ -103,7 +104,9 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
         f"({p.placement} placement) · {'split' if p.split_backward else 'fused'} backward · "
         f"comm {_figure(p.costs.comm)}"
     )
-    if p.stages_per_device > 1:
+    if p.placement == "dual":
+        second += f" · full colour = downward stream (microbatches 0..{p.down_microbatches - 1}), lighter = upward"
+    elif p.stages_per_device > 1:
         second += f" · lighter = later model chunk (0..{p.stages_per_device - 1})"
     return first, second
 
@@ -179,6 +182,7 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
     devices = problem.devices
     kinds = ["F", "B", "W"] if problem.split_backward else ["F", "B"]
     chunks = problem.stages_per_device
+    dual = problem.placement == "dual"
     horizon = max((o.end for o in schedule.ops), default=0.0)
     tracks = memory_tracks(schedule) if schedule.ops else []
     memory_range = track_scale(tracks)
@@ -242,7 +246,8 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
         cls = f"o {o.kind}{_chunk(o.stage, devices)}"
         rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" height="{ROW_HEIGHT}" class="{cls}"'
         if tooltips:
-            tip = f"{o.kind}{o.microbatch} · microbatch {o.microbatch} · stage {o.stage} · {o.start:g}–{o.end:g}"
+            way = (" down" if o.stage < devices else " up") if dual else ""
+            tip = f"{o.kind}{o.microbatch} · microbatch {o.microbatch}{way} · stage {o.stage} · {o.start:g}–{o.end:g}"
             rect += f"><title>{tip}</title></rect>"
         else:
             rect += "/>"

@@ -7,10 +7,16 @@ extra). Types: ``F`` forward, ``I`` input-gradient backward (our B when the back
 ``W`` weight-gradient backward, ``B`` fused backward (our B when ``split_backward`` is false).
 torch then lowers this plan itself (adds SEND/RECV and REDUCE_GRAD, which divides the summed
 microbatch gradients by m when ``scale_grads=True``).
+
+``placement: "dual"`` has no torch equivalent: torch's schedules run one copy of the model with one
+stage id per module (its ``DualPipeV`` is our ``dualpipe-v`` on the V placement), so a dual schedule
+(two copies of each model stage, twin gradients summed) is refused by name rather than written as a
+CSV torch would misread.
 """
 
 from __future__ import annotations
 
+from ..core.errors import NotApplicableError
 from ..core.instance import OpId
 from ..core.ops import dependency_rank
 from ..core.schedule import Order, Schedule
@@ -47,5 +53,11 @@ def torch_actions(order: Order, split_backward: bool) -> list[list[str]]:
 
 def to_torch_csv(schedule: Schedule) -> str:
     """torch's ``compute_only`` CSV for ``schedule``: row r lists rank r's actions in order."""
+    if schedule.problem.placement == "dual":
+        raise NotApplicableError(
+            "placement 'dual' (DualPipe, two copies of the model) has no torch.distributed.pipelining "
+            "equivalent: torch has DualPipeV only (solve with placement 'v' and method dualpipe-v to export); "
+            "pipesched's own runtime replays dual schedules"
+        )
     rows = torch_actions(rank_programs(schedule), schedule.problem.split_backward)
     return "\n".join(",".join(row) for row in rows) + "\n"

@@ -137,3 +137,22 @@ def test_general_methods_schedule_dual_problems(method: str, kw: dict) -> None:
 def test_recipes_of_other_placements_say_they_do_not_apply(method: str) -> None:
     with pytest.raises(NotApplicableError, match="does not apply"):
         solve(dual(4, 8), method)
+
+
+def test_pipesched_methods_lists_dualpipe_and_looped_bfs() -> None:
+    from pipesched.solver import methods
+
+    names = [m.name for m in methods()]
+    assert "dualpipe" in names and "looped-bfs" in names
+
+
+def test_gantt_colours_by_direction_and_torch_csv_refuses_dual() -> None:
+    from pipesched.solver.formats.render import render_svg
+    from pipesched.solver.formats.torch_csv import to_torch_csv
+
+    schedule = solve(dual(4, 8), "dualpipe")
+    svg = render_svg(schedule)
+    assert "full colour = downward stream (microbatches 0..3), lighter = upward" in svg
+    assert 'class="o F0"' in svg and 'class="o F1"' in svg  # down stages full colour, up stages tinted
+    with pytest.raises(NotApplicableError, match="torch has DualPipeV only"):
+        to_torch_csv(schedule)
