@@ -17,6 +17,11 @@ what would show it wrong. Re-measure after changing the code a constant times:
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TypeVar
+
 from .core.instance import Instance
 
 # --- CP-SAT's deterministic clock -------------------------------------------------------------
@@ -130,7 +135,7 @@ def retime_cost(inst: Instance) -> float:
 
 def finish_margin(inst: Instance) -> float:
     """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count)."""
-    return FINISH_S + FINISH_S_PER_OP * inst.num_ops
+    return FINISH_S + (FINISH_S_PER_OP + FINALIZE_S_PER_OP) * inst.num_ops
 
 
 def search_cost(inst: Instance) -> float:
@@ -149,9 +154,13 @@ def trials_for(inst: Instance, seconds: float) -> int:
 
 #: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
 GRID_WORK = 250_000
-#: Op-policy products built and timed per nominal second (measured ~40k/s on one unloaded core at
-#: 1.5k ops; halved for a shared machine). A time budget caps the grid at ``seconds * rate / ops``.
-GRID_OPS_PER_SECOND = 20_000
+#: Op-policy products built and timed per nominal second. Measured ~40k/s on one unloaded core at
+#: 1.5k ops before f3427f9; since (flat-list simulator, each decision of the scheduler made once)
+#: one order and its timing take 1.5 s at 24.6k ops and 2.8 s at 98k ops with the load average at
+#: 8 on 2 cores (``python benchmarks/large_problems.py --heuristics-only``), 16k-35k/s there and
+#: about 3x that on an idle core; 40k/s is an idle figure halved for a shared machine. A time budget
+#: caps the grid at ``seconds * rate / ops``.
+GRID_OPS_PER_SECOND = 40_000
 #: Most policies the grid tries on any problem: the head (12 hand-picked policies) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
@@ -180,3 +189,79 @@ ILP_BUILD_SHARE = 0.5
 ILP_SOLVE_SHARE = 0.97
 HIGHS_START_S = 0.3
 CBC_START_S = 0.05
+
+
+# --- large problems and the wall-clock guard (issue 12) -------------------------------------------
+
+#: Above :data:`FULL_MODEL_OPS` ops neither CP-SAT model runs, so nothing after the heuristics looks
+#: for a better order but the local search: the grid is sized for this share of the nominal limit
+#: instead of :data:`GRID_SHARE`, and the heuristics' wall net moves from :data:`HEURISTIC_SHARE` to
+#: :data:`LARGE_HEURISTIC_SHARE` (policy: the retiming and polish shares stay as they are, and the
+#: finish margin below covers the rest).
+LARGE_GRID_SHARE = 0.5
+LARGE_HEURISTIC_SHARE = 0.65
+
+#: Measured wall seconds per op of what every answer costs however short its limit: one order of the
+#: zero-bubble grid, its timing (:func:`pipesched.solver.timing.retime.compact`) and
+#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the validator),
+#: without the closed-form bound. At 98k ops with the load average at 8 on 2 cores: order 1.2 s,
+#: timing 1.6 s, finalize 4-9 s, i.e. 7e-5 to 1.2e-4 (``python benchmarks/time_limits_under_load.py``
+#: reports it per size); an idle core takes about a third. A problem whose set-up does not fit its
+#: limit gets that first schedule at once (:func:`setup_cost`).
+SETUP_S_PER_OP = 6e-5
+#: The same per op for :func:`pipesched.solver.timing.finalize.finalize` alone (validation included),
+#: the part of :data:`SETUP_S_PER_OP` that runs after the deadline: what :func:`finish_margin` keeps back.
+FINALIZE_S_PER_OP = 4e-5
+#: Resident memory per op of a solve at large sizes, measured as the peak RSS growth between 24.6k and
+#: 98k ops (``python benchmarks/large_problems.py``): the ops as pydantic objects, per-op dicts of
+#: times, a few orders. docs/limits.md states the figure with the command.
+MEMORY_BYTES_PER_OP = 2_000
+
+
+def grid_share(inst: Instance) -> float:
+    """Share of the nominal limit the zero-bubble grid is sized for (larger where no model follows)."""
+    return LARGE_GRID_SHARE if inst.num_ops > FULL_MODEL_OPS else GRID_SHARE
+
+
+def heuristic_share(inst: Instance) -> float:
+    """Share of the limit after which (wall clock) the heuristics stop once one order is found."""
+    return LARGE_HEURISTIC_SHARE if inst.num_ops > FULL_MODEL_OPS else HEURISTIC_SHARE
+
+
+def setup_cost(inst: Instance) -> float:
+    """Estimated wall seconds of the first schedule (one grid order, its timing, finalize)."""
+    return SETUP_S_PER_OP * inst.num_ops
+
+
+# --- what the wall clock cut (issue 12: reported, so a load-dependent answer says so) ------------
+
+_CUTS: ContextVar[list[str] | None] = ContextVar("pipesched_wall_cuts", default=None)
+_F = TypeVar("_F", bound=Callable)
+
+
+def note_wall_cut(phase: str) -> None:
+    """Record that the wall-clock net, not the deterministic budget, ended ``phase`` of this solve
+    (its answer may then differ on a less loaded machine). A no-op outside :func:`records_wall_cuts`."""
+    cuts = _CUTS.get()
+    if cuts is not None and phase not in cuts:
+        cuts.append(phase)
+
+
+def wall_cuts() -> list[str]:
+    """The phases the wall clock cut so far in this solve, in the order they were cut."""
+    return list(_CUTS.get() or ())
+
+
+def records_wall_cuts(fn: _F) -> _F:
+    """Decorator for a method's entry point: phases it runs record their wall-clock cuts (a nested
+    method shares its caller's record)."""
+    @functools.wraps(fn)
+    def run(*args: object, **kwargs: object) -> object:
+        if _CUTS.get() is not None:
+            return fn(*args, **kwargs)
+        token = _CUTS.set([])
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _CUTS.reset(token)
+    return run  # type: ignore[return-value]

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-from ..budget import retime_cost, trials_for
+from ..budget import note_wall_cut, retime_cost, trials_for
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
@@ -94,6 +94,9 @@ def polish(inst: Instance, order: Order, start: Mapping[OpId, float] | None = No
                     break
         else:
             break  # a full scan without an improvement: a local optimum
+    else:
+        if trials < max_trials:  # the loop ended on the clock
+            note_wall_cut("local search")
     return order, times
 
 
@@ -108,7 +111,10 @@ def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) ->
     if value >= inc.objective - slack(inc.objective):
         return inc
     found = Incumbent(order, times, value)
-    if not exact or time.perf_counter() + cost > deadline:
+    if not exact:
+        return found
+    if time.perf_counter() + cost > deadline:
+        note_wall_cut("optimal re-timing")
         return found
     try:
         return min((retime(inst, order), found), key=lambda c: c.objective)

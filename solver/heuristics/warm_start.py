@@ -10,8 +10,10 @@ often does). Each caller decides how many of them it can afford and how to time 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 
+from ..budget import setup_cost
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
 from ..core.metrics import peak_memory
@@ -19,6 +21,7 @@ from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import within_cap
+from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .zero_bubble import zb_candidates
@@ -76,3 +79,20 @@ def hint_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:
     with contextlib.suppress(DeadlockError, KeyError, ValueError):
         return Incumbent.of(inst, hint.order())
     return None
+
+
+def first_schedule(problem: Problem, inst: Instance, method: str, seconds: float, t0: float) -> Schedule | None:
+    """The answer for a limit below the set-up cost (:func:`pipesched.solver.budget.setup_cost`): the
+    first valid order of the cheapest heuristics, the grid's first policy, then the other heuristics
+    in name order, finalized at once with a reason that says so; None when none finds an order.
+    Deterministic: it depends on the problem and the nominal ``seconds`` only."""
+    found: tuple[str, Incumbent] | None = next(iter(grid_starts(inst, 0.0, keep=1)), None)
+    if found is None:
+        found = next(((name, Incumbent.of(inst, order)) for name, order in recipe_orders(
+            problem, SolveOptions(time_limit_s=seconds, workers=1))), None)
+    if found is None:
+        return None
+    name, inc = found
+    note = (f"time limit {seconds:g} s is below the estimated {setup_cost(inst):.3g} s set-up of "
+            f"{inst.num_ops} ops: the first heuristic schedule ({name}), without search (docs/limits.md)")
+    return finalize(problem, method, inc.start, solve_time_s=time.perf_counter() - t0, inst=inst, note=note)

@@ -20,6 +20,7 @@ import heapq
 import math
 import time
 
+from ..budget import note_wall_cut
 from ..core.instance import Instance, OpId
 from ..core.schedule import Order
 from ..core.tolerance import cap_with_slack
@@ -193,6 +194,7 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
     out = []
     for k, pol in enumerate(policies(inst, seconds)):
         if out and deadline is not None and time.perf_counter() > deadline:
+            note_wall_cut("zero-bubble grid")
             break
         try:
             order = zb_order(inst, pol)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..budget import GRID_SHARE, HEURISTIC_SHARE, RECIPE_S_PER_OP
+from ..budget import HEURISTIC_SHARE, RECIPE_S_PER_OP, grid_share, note_wall_cut
 from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
@@ -78,11 +78,11 @@ def _run(problem: Problem, inst: Instance, options: SolveOptions, names: list[st
 
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
                          stop: float = float("inf"), bound: float = 0.0) -> Candidates:
-    """The grid (sized for ``GRID_SHARE`` of the nominal limit), then the recipes (see the module
+    """The grid (sized for :func:`~pipesched.solver.budget.grid_share` of the nominal limit), then the recipes (see the module
     docstring; skipped when the grid already meets ``bound``), then the hint."""
     limit = options.time_limit_s
-    out = grid_starts(inst, GRID_SHARE * limit, deadline=stop)
-    spent = GRID_SHARE * limit
+    out = grid_starts(inst, grid_share(inst) * limit, deadline=stop)
+    spent = grid_share(inst) * limit
     if out and min(c.objective for _, c in out) - bound <= slack(bound):
         return Candidates(out, HEURISTIC_SHARE * limit)
     recipes = applicable_recipes(problem, inst.num_ops)
@@ -92,7 +92,10 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
         out += _run(problem, inst, options, [name for _, name in recipes])
     else:  # cheapest first while they fit what the grid left of the share; the clock is the net
         for cost, name in recipes:
-            if out and (spent + cost > HEURISTIC_SHARE * limit or time.perf_counter() + cost > stop):
+            if out and spent + cost > HEURISTIC_SHARE * limit:
+                continue
+            if out and time.perf_counter() + cost > stop:
+                note_wall_cut("recipes")
                 continue
             spent += cost
             out += _run(problem, inst, options, [name])

@@ -21,11 +21,15 @@ def ops_makespan(ops: Sequence[ScheduledOp]) -> float:
 
 def ops_spans(ops: Sequence[ScheduledOp], devices: int) -> list[float]:
     """Per device: last end minus first start (0 for an idle device)."""
-    window: dict[int, tuple[float, float]] = {}
+    inf = float("inf")
+    lo, hi = [inf] * devices, [-inf] * devices
     for o in ops:
-        lo, hi = window.get(o.device, (o.start, o.end))
-        window[o.device] = (min(lo, o.start), max(hi, o.end))
-    return [window[d][1] - window[d][0] if d in window else 0.0 for d in range(devices)]
+        d, a, b = o.device, o.start, o.end
+        if a < lo[d]:
+            lo[d] = a
+        if b > hi[d]:
+            hi[d] = b
+    return [hi[d] - lo[d] if lo[d] != inf else 0.0 for d in range(devices)]
 
 
 def ops_objective(ops: Sequence[ScheduledOp], devices: int, objective: str) -> float:

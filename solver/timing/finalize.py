@@ -29,8 +29,13 @@ def finalize(
     lower_bound: float | None = None,
     solve_time_s: float = 0.0,
     inst: Instance | None = None,
+    note: str | None = None,
 ) -> Schedule:
     """Wrap timed ops as a :class:`Schedule`, fill in its figures, and validate it.
+
+    ``note`` goes to the schedule's ``reason``: on a schedule with ops it says why the answer may not
+    be the method's full search (the wall clock cut a phase, or the limit was below the set-up cost;
+    docs/limits.md).
 
     Why the status is decided here, and how (issue 16 item 2): ``optimal`` must rest on something
     the search did not produce. Two sources count: ``status="optimal"`` from the caller, which an
@@ -80,6 +85,7 @@ def finalize(
         bubble_ratio=round(bubble_ratio(inst, objective), TIME_DECIMALS),
         solve_time_s=round(solve_time_s, 6),
         ops=ops,
+        reason=note,
     )
     errors = validate(schedule, inst)
     if errors:

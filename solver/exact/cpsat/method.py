@@ -29,7 +29,9 @@ from ...budget import (
     POLISH_SHARE,
     SEARCH_DTIME_SHARE,
     finish_margin,
+    records_wall_cuts,
     search_cost,
+    setup_cost,
 )
 from ...core.instance import Instance
 from ...core.problem import Problem
@@ -37,7 +39,7 @@ from ...core.registry import SolveOptions, method
 from ...core.schedule import Schedule
 from ...core.tolerance import slack
 from ...heuristics.swap_past_w import polished
-from ...heuristics.warm_start import grid_starts, hint_start
+from ...heuristics.warm_start import first_schedule, grid_starts, hint_start
 from ...timing.finalize import infeasible, no_schedule
 from ...timing.retime import Incumbent
 from .run import CpsatResult, finish, solve_model
@@ -55,11 +57,15 @@ def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = No
 
 
 @method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit.")
+@records_wall_cuts
 def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
     if (answer := infeasible(problem, "cpsat", inst, t0)) is not None:
         return answer
+    if setup_cost(inst) > options.time_limit_s and (
+            first := first_schedule(problem, inst, "cpsat", options.time_limit_s, t0)) is not None:
+        return first
     inc = warm_start(inst, options.hint, CPSAT_GRID_SHARE * options.time_limit_s,
                       t0 + CPSAT_GRID_STOP * options.time_limit_s)
     if inc is None:

@@ -26,7 +26,9 @@ from ...budget import (
     PRECEDENCES_DTIME_PER_SECOND,
     PRECEDENCES_OVERSHOOT_S,
     RESOURCE_DTIME_PER_SECOND,
+    note_wall_cut,
     retime_cost,
+    wall_cuts,
 )
 from ...core.instance import Instance, OpId
 from ...core.ops import dependency_rank
@@ -172,13 +174,17 @@ def solve_model(
         extra(cm)
     if deadline is not None:  # building a big model takes real time too, and so do the overshoot and re-timing
         seconds = min(seconds, deadline - time.perf_counter() - overshoot - retime_cost(inst))
+    phase = "CP-SAT search" if graph is None and extra is None else "CP-SAT relaxation"
     if seconds <= 0.05:
+        note_wall_cut(phase + " (not started)")
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
     lp = planned >= LP_S_PER_OP * inst.num_ops
     solver_parameters(solver, seconds, workers if lp and not cm.precedences_only else 1, dtime=dtime, lp=lp,
                       precedences_only=cm.precedences_only, fixed_search=fixed)
     status = solver.solve(cm.model)
+    if stopped_by_wall(solver, status):
+        note_wall_cut(phase)
     res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
     if graph is not None:  # a relaxation's incumbent is no schedule of the problem
         return res
@@ -186,6 +192,15 @@ def solve_model(
     # Only CP-SAT's own OPTIMAL counts as proof here: ``lb`` is also the model's ``Z >=`` cut, so a gap
     # it closes would prove itself; finalize upgrades on the closed-form bounds it computes alone.
     return CpsatResult(res.incumbent, res.proven_optimal, bound)
+
+
+def stopped_by_wall(solver: cp_model.CpSolver, status: int) -> bool:
+    """Whether the wall-clock limit, not the deterministic one, ended an unproven search (then its
+    answer depends on the machine's load: reported, docs/limits.md)."""
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+        return False
+    prm = solver.parameters
+    return solver.deterministic_time < 0.99 * prm.max_deterministic_time and solver.wall_time >= 0.99 * prm.max_time_in_seconds
 
 
 def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver, status: int,
@@ -211,8 +226,18 @@ def _read(inst: Instance, sc: Scaling, cm: CpsatModel, solver: cp_model.CpSolver
 
 
 def finish(problem: Problem, name: str, inst: Instance, inc: Incumbent, proven: bool, bound: float | None,
-           t0: float) -> Schedule:
+           t0: float, note: str | None = None) -> Schedule:
+    """The method's answer, its ``reason`` saying which phases the wall clock cut (if any)."""
     return finalize(problem, name, inc.start, status="optimal" if proven else "feasible", lower_bound=bound,
-                    solve_time_s=time.perf_counter() - t0, inst=inst)
+                    solve_time_s=time.perf_counter() - t0, inst=inst, note=note or cut_note())
+
+
+def cut_note() -> str | None:
+    """The words for :func:`pipesched.solver.budget.wall_cuts`, or None when nothing was cut."""
+    cuts = wall_cuts()
+    if not cuts:
+        return None
+    return ("the wall clock, not the deterministic budget, ended: " + ", ".join(cuts)
+            + " (on a less loaded machine the answer may differ)")
 
 
