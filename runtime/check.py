@@ -19,6 +19,7 @@ import time
 import torch
 
 from pipesched.solver import Problem, Schedule, solve
+from pipesched.solver.core.instance import Instance
 
 from .launch import run_ranks
 from .model import mlp_stages, reference_grads, sample_batch
@@ -84,7 +85,9 @@ def torch_replay_rank(rank: int, world: int, schedules: list[str], batch: int) -
 
 
 def _stages_of(schedule: Schedule, rank: int) -> set[int]:
-    return {o.stage for o in schedule.ops if o.device == rank}
+    """Stage ids the schedule's placement puts on ``rank`` (with or without ops: a dual copy may run
+    no microbatch)."""
+    return set(Instance.from_problem(schedule.problem).stages_of_device[rank])
 
 
 def grad_diff(schedule: Schedule, per_rank: list[dict], batch: int) -> float:

@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from pipesched.solver import Schedule
+from pipesched.solver.core.instance import Instance
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
         def model(s: int, p: int = p, dual: bool = dual) -> int:  # dual: the upward copy runs stage s - p
             return s - p if dual and s >= p else s
 
-        mine = {s: stages[model(s)] for s in sorted({o.stage for o in schedule.ops if o.device == rank})}
+        mine = {s: stages[model(s)] for s in Instance.from_problem(schedule.problem).stages_of_device[rank]}
         recompute = [s for s in (rest[0] if rest else ()) if s in mine]
         ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
         best = (float("inf"), 0.0)
