@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "scale
 from batch_sweep import sweep  # noqa: E402
 from ray_parts import RayCluster  # noqa: E402
 from report import command_line, publish  # noqa: E402
-from scaleout_parts import Proc, Replica, start_worker  # noqa: E402
+from scaleout_parts import Proc, Replica, descendants, start_worker  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ADMIN = os.environ.get("PIPESCHED_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -150,9 +150,11 @@ def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple
 
 
 def signal_workers(workers: list[Proc], sig: signal.Signals) -> None:
+    """The workers and every process below them (solves run in sessions of their own: lowprio)."""
     for w in workers:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(w.proc.pid, sig)
+        for pid in [w.proc.pid, *descendants(w.proc.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
 
 def wakeups(n: int, logs: Path) -> tuple[list[float], list[float]]:

@@ -37,6 +37,9 @@ def parse_nice(text: str) -> int | str:
 
 def lower_priority(nice: int | str) -> None:
     """Lower this process's priority as ``--nice`` asks (Linux; elsewhere ``idle`` falls back to nice 19)."""
+    if nice in (0, "0"):
+        return
+    _own_autogroup(19 if nice == IDLE else int(nice))
     if nice == IDLE:
         if hasattr(os, "SCHED_IDLE"):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
@@ -50,3 +53,23 @@ def run_solve_niced(conn: Connection, nice: int | str, problem_json: str, method
                     hint_json: str | None, workers: int) -> None:
     lower_priority(nice)
     worker.run_solve(conn, problem_json, method, time_limit_s, hint_json, workers)
+
+
+def _own_autogroup(nice: int) -> None:
+    """Put this process in a scheduling group of its own, weighted at ``nice``.
+
+    With autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``, the default of many
+    distributions), the kernel shares CPU time between sessions first and applies a process's nice
+    value only against the other processes of its own session: a niced solve in the worker's session
+    would still take a full session's share from a replica in another session (measured:
+    benchmarks/scale_out.py). A new session makes a new autogroup, whose nice is this process's
+    ``/proc/self/autogroup``. Inside a container or a systemd service (a cgroup of its own) autogroup
+    does not apply and this changes nothing; there the service's CPU weight is the tool
+    (docs/scale-out.md).
+    """
+    try:
+        os.setsid()
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:  # no autogroup support, or already a session leader: the nice value alone
+        pass
