@@ -359,6 +359,8 @@ def stage_span_lower_bound(inst: Instance) -> float:
 def lower_bound(inst: Instance) -> float:
     """The analytic bound for the problem's own objective (never above a true optimum); under the
     dual placement the best of its copies' bounds (:mod:`.dual`)."""
+    if inst.overlap is not None:  # F&B pairs shorten devices' work: bound the pair-free relaxation
+        return lower_bound(inst.without_overlap())
     if inst.dual:
         return dual_bound(inst, lower_bound)
     if inst.objective == "stage_span":

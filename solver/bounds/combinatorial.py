@@ -184,6 +184,8 @@ def relay_bound(inst: Instance) -> float:
 
 def combinatorial_bound(inst: Instance) -> float:
     """The best of the analytic, round-trip (stage span), relay and energy bounds; no search."""
+    if inst.overlap is not None:  # F&B pairs shorten devices' work: bound the pair-free relaxation
+        return combinatorial_bound(inst.without_overlap())
     if inst.dual:  # the chains stop at each copy's end: bound the copies (.dual)
         return dual_bound(inst, combinatorial_bound)
     best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst))

@@ -18,7 +18,7 @@ memory deltas, limits and objective, however they were written:
 - under ``placement: "dual"`` the split is written resolved (``dual_split``, default ``m // 2``), so
   an omitted split and its default agree; other placements carry no ``dual_split`` key, so their
   keys are unchanged by its introduction (no version bump), and a dual problem never shares a key with
-  its V twin (the placement differs).
+  its V twin (the placement differs); likewise ``costs.overlap_fb`` appears only when set.
 
 The key is ``sha256`` of the canonical JSON, prefixed by a format version so a future change
 of the rules above can never serve a stale entry. It does not depend on the method or the time
@@ -81,6 +81,9 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
     for field in _PER_STAGE:
         costs[field] = _collapse(costs[field])
         memory[field] = _collapse(memory[field])
+    if c.overlap_fb is not None:  # absent (no F&B pairs) writes no key: older keys are unchanged
+        costs["overlap_fb"] = _collapse(c.overlap_fb)
+        costs = dict(sorted(costs.items()))
     out = {
         "costs": costs,
         "devices": problem.devices,

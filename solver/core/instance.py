@@ -8,7 +8,7 @@ and the dependency rules of the problem written in exactly one place (:meth:`Ins
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal, NamedTuple
 
@@ -66,6 +66,8 @@ class Instance:
     #: Microbatches ``0..split-1`` run through stages ``0..p-1`` (the downward copy), the rest through
     #: ``p..2p-1``; only "dual" makes this differ from ``microbatches`` (then every op belongs to one copy).
     split: int = -1
+    #: ``costs.overlap_fb`` per stage id (the factor read at a pair's forward), or None: no F&B pairs.
+    overlap: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.split < 0:
@@ -102,6 +104,7 @@ class Instance:
             delta=delta,
             limit=limit,
             split=problem.down_microbatches,
+            overlap=None if c.overlap_fb is None else _expand(c.overlap_fb, stages, dual),
         )
 
     # ----------------------------------------------------------------- structure
@@ -193,6 +196,25 @@ class Instance:
 
     def mem(self, op: OpId) -> float:
         return self.delta[op.kind][op.stage]
+
+    def pair_cost(self, f: OpId, b: OpId) -> float:
+        """Duration of F ``f`` and B ``b`` run as one overlapped op (``costs.overlap_fb``): never shorter
+        than the longer half, otherwise the factor at the forward's stage times the sum."""
+        cf, cb = self.cost(f), self.cost(b)
+        factor = self.overlap[f.stage] if self.overlap is not None else 1.0
+        return max(cf, cb, factor * (cf + cb))
+
+    def without_overlap(self) -> Instance:
+        """A relaxation of an overlapped instance with no pairs: each F scaled by its stage's factor and
+        each B by the smallest factor. A pair lasts at least ``factor(F) F + min factor B``, so the two
+        scaled ops fit inside it one after the other: any bound of this instance bounds ``self``."""
+        if self.overlap is None:
+            return self
+        low = min(self.overlap)
+        duration = dict(self.duration)
+        duration["F"] = tuple(x * k for x, k in zip(self.duration["F"], self.overlap, strict=True))
+        duration["B"] = tuple(x * low for x in self.duration["B"])
+        return replace(self, duration=duration, overlap=None)
 
     def link(self, a: int, b: int) -> float:
         """Latency between stages ``a`` and ``b`` (0 when they share a device)."""

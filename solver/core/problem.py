@@ -84,6 +84,9 @@ class Costs(BaseModel):
     backward_input: PerStage = 1.0
     backward_weight: PerStage = 1.0
     comm: Number = Field(0.0, description="Point-to-point latency between consecutive stages on different devices.")
+    overlap_fb: PerStage | None = Field(None, description=(
+        "Overlapped F&B (DualPipe): a device may run one F and one B as one combined op lasting "
+        "max(F, B, overlap_fb[stage of the F] * (F + B)); each factor in (0, 1]; absent: no overlap."))
 
 
 class Memory(BaseModel):
@@ -315,6 +318,11 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
         errors += errs
     if (e := number_error("costs.comm", problem.costs.comm, non_negative=True)) is not None:
         errors.append(e)
+    if problem.costs.overlap_fb is not None:
+        errs, factors = _per_stage("costs.overlap_fb", problem.costs.overlap_fb, stages, non_negative=True, dual=dual)
+        errors += errs
+        errors += [f"costs.overlap_fb{f'[{s}]' if isinstance(problem.costs.overlap_fb, list) else ''} must be in (0, 1], "
+                   f"a share of F + B (got {x:g})" for s, x in enumerate(factors) if not errs and not 0 < x <= 1]
     deltas = {}
     for field in ("forward", "backward_input", "backward_weight"):
         errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages,

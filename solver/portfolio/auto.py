@@ -69,6 +69,7 @@ from ..timing.finalize import infeasible, no_schedule
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
 from .candidates import heuristic_incumbents
+from .paired import best_paired
 from .small import ILP_FIRST_OPS, ILP_FIRST_SHARE, ilp_first
 
 
@@ -104,6 +105,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     inst = Instance.from_problem(problem)
     if (answer := infeasible(problem, "auto", inst, t0)) is not None:
         return answer
+    if inst.overlap is not None:  # F&B pairs: the exact models do not apply (.paired)
+        return best_paired(problem, options, t0)
     limit = options.time_limit_s
     if setup_cost(inst) > limit and (first := first_schedule(problem, inst, "auto", limit, t0)) is not None:
         return first  # the limit is below what any answer costs: the first schedule, at once (docs/limits.md)

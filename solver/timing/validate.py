@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..core.instance import Instance, OpId
 from ..core.schedule import Schedule
 from .figures import ops_bubble, ops_makespan, ops_objective, ops_peaks
+from .pairs import busy_time, duration, timed_pairs
 
 #: Absolute slack (in the problem's time unit, scaled by the largest time) for float noise.
 RELATIVE_TOLERANCE = 1e-7
@@ -32,15 +33,21 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
 
     scale = max((o.end for o in schedule.ops), default=1.0)
     start: dict[OpId, float] = {}
+    pairs = timed_pairs(schedule.ops, inst)  # overlapped F&B pairs (costs.overlap_fb), else empty
+    kinds, S, m = set(inst.kinds), inst.num_stages, inst.microbatches
+    home, durations, dual = inst.device_of_stage, inst.duration, inst.dual
+    early = -RELATIVE_TOLERANCE * scale
+    tol = RELATIVE_TOLERANCE * max(1.0, scale)  # :func:`_close` at this scale, hoisted out of the op loop
     for o in schedule.ops:
-        op = o.id
-        if op.kind not in inst.kinds:
+        kind, s, i = o.kind, o.stage, o.microbatch
+        op = OpId(kind, s, i)
+        if kind not in kinds:
             errors.append(f"{op}: kind {op.kind} does not exist when split_backward is {inst.split_backward}")
             continue
-        if not (0 <= op.stage < inst.num_stages and 0 <= op.microbatch < inst.microbatches):
+        if not (0 <= s < S and 0 <= i < m):
             errors.append(f"{op}: stage or microbatch out of range")
             continue
-        if not inst.has_op(op):  # dual placement: the microbatch flows through the other copy
+        if dual and not inst.has_op(op):  # dual placement: the microbatch flows through the other copy
             lo, hi = inst.copy_range(op.stage)
             errors.append(f"{op}: microbatch {op.microbatch} does not run stage {op.stage} (dual placement: "
                           f"stages {lo}..{hi} run microbatches {inst.stage_microbatches(op.stage)})")
@@ -48,14 +55,16 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         if op in start:
             errors.append(f"{op} is scheduled more than once")
             continue
-        start[op] = o.start
-        if o.device != inst.device(op):
+        start[op] = t = o.start
+        if o.device != home[s]:
             errors.append(f"{op} runs on device {o.device} but stage {op.stage} lives on device {inst.device(op)}")
-        if o.start < -RELATIVE_TOLERANCE * scale:
+        if t < early:
             errors.append(f"{op} starts at {o.start:g}, before time 0")
-        if not _close(o.end - o.start, inst.cost(op), scale):
-            errors.append(f"{op} lasts {o.end - o.start:g} but costs {inst.cost(op):g}")
-    missing = [op for op in inst.ops() if op not in start]
+        lasts = duration(inst, op, pairs) if pairs else durations[kind][s]
+        if abs(o.end - t - lasts) > tol:
+            errors.append(f"{op} lasts {o.end - o.start:g} but costs {lasts:g}")
+    # every op kept above is one of the problem's, once: as many as it has means none is missing
+    missing = [] if len(start) == inst.num_ops else [op for op in inst.ops() if op not in start]
     if missing:
         shown = ", ".join(str(op) for op in missing[:5])
         errors.append(f"{len(missing)} ops are missing: {shown}{' ...' if len(missing) > 5 else ''}")
@@ -64,7 +73,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         return errors[:limit]  # already reported; per-device checks need real devices
 
     tol = RELATIVE_TOLERANCE * max(1.0, scale)
-    cost = inst.cost
+    cost = inst.cost if not pairs else (lambda op: duration(inst, op, pairs))
     for op, t in start.items():
         for pred, lag in inst.predecessors(op):
             ready = start[pred] + cost(pred) + lag
@@ -72,8 +81,12 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
                 errors.append(f"{op} starts at {t:g} but {pred} ends at {ready - lag:g} (+comm {lag:g})")
 
     order = schedule.order()
+    if pairs:  # a pair's F first, so its forward's memory is taken before its backward's is released
+        order = [_forward_first(ops, pairs) for ops in order]
     for d, ops in enumerate(order):
         for a, b in zip(ops, ops[1:], strict=False):
+            if pairs and pairs.get(a) == b:
+                continue  # the two halves of one overlapped op
             a_end = start[a] + cost(a)
             if start[b] < a_end - tol:
                 errors.append(f"device {d}: {b} starts at {start[b]:g} while {a} runs until {a_end:g}")
@@ -97,6 +110,8 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
     ):
         errors.append(f"reported peak_memory {schedule.peak_memory} but the ops give {peaks}")
     expected_bubble = ops_bubble(ops, inst.devices, figures["objective_value"])
+    if pairs and figures["objective_value"] > 0:  # a pair's device time counts once: idle time, as DualPipe counts
+        expected_bubble = 1.0 - busy_time(ops, pairs) / (inst.devices * figures["objective_value"])
     if schedule.bubble_ratio is None or abs(schedule.bubble_ratio - expected_bubble) > 1e-6:
         errors.append(f"reported bubble_ratio {schedule.bubble_ratio} but the ops give {expected_bubble:.6g}")
     if schedule.lower_bound is not None and schedule.lower_bound > figures["objective_value"] + RELATIVE_TOLERANCE * scale:
@@ -106,3 +121,12 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
     ):
         errors.append("status 'optimal' but lower_bound differs from the objective")
     return errors[:limit]
+
+
+def _forward_first(ops: list[OpId], pairs: dict[OpId, OpId]) -> list[OpId]:
+    """``ops`` with each pair's B moved after its F (a hand-written file may list them either way)."""
+    out = list(ops)
+    for k in range(len(out) - 1):
+        if out[k].kind == "B" and pairs.get(out[k]) == out[k + 1]:
+            out[k], out[k + 1] = out[k + 1], out[k]
+    return out

@@ -56,7 +56,16 @@ def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = No
 
 
 
-@method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit.")
+def _no_pairs(problem: Problem) -> str | None:
+    """Its model runs one op at a time per device: with F&B pairs allowed its proof would be wrong."""
+    if problem.costs.overlap_fb is not None:
+        return ("costs.overlap_fb: the exact models do not pair F and B into one op yet (docs/dualpipe.md); "
+                "use dualpipe, greedy or auto")
+    return None
+
+
+@method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit "
+                 "(not costs.overlap_fb).", _no_pairs)
 @records_wall_cuts
 def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()

@@ -18,9 +18,10 @@ eight steps of the reference implementation's ``step()``, with its names and cou
 7. ``nWB0``, ``H - j - 1``: a queued W, then a chunk-0 B whose W is queued;
 8. ``nW``: the queued Ws.
 
-Outside the deferred steps a backward is the full backward (B, then its W at once). An
-"overlapped" pair runs here as F then B (one op at a time per device, as ``dualpipe-v`` does); the
-forward-backward overlap itself is :mod:`costs.overlap_fb`'s business (docs/dualpipe.md). The
+Outside the deferred steps a backward is the full backward (B, then its W at once). An overlapped
+pair is one combined op when the problem sets ``costs.overlap_fb`` (:mod:`pipesched.solver.timing.overlap`:
+both halves start together and last the pair's duration, the W after it), and F then B otherwise
+(one op at a time per device, as ``dualpipe-v`` does). The
 steps need ``C >= p`` in each direction (``m >= 2p`` with the default split); for fewer, or an
 uneven ``dual_split``, the order is built for ``max(p, h, m - h)`` microbatches per direction and
 each direction is trimmed to its own count (:func:`keep_microbatches`' argument, per direction).
@@ -32,8 +33,10 @@ from collections import deque
 
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.schedule import Order
-from ._common import recipe
+from ...core.registry import SolveOptions, method
+from ...core.schedule import Order, Schedule
+from ...timing.finalize import from_order
+from ...timing.overlap import from_paired_order, pair_map
 
 
 def _applies(problem: Problem) -> str | None:
@@ -56,6 +59,7 @@ class _Rank:
         self.next = {"F": [0, 0], "B": [0, 0]}
         self.queue: deque[OpId] = deque()
         self.ops: list[OpId] = []
+        self.pairs: list[tuple[OpId, OpId]] = []
 
     def _op(self, kind: str, chunk: int, local: int) -> OpId:
         return OpId(kind, self.stage[chunk], self.offset[chunk] + local)  # type: ignore[arg-type]
@@ -79,13 +83,28 @@ class _Rank:
         if self.queue:
             self.ops.append(self.queue.popleft())
 
+    def overlapped(self, f_chunk: int, b_chunk: int) -> None:
+        """F of ``f_chunk`` and B of ``b_chunk`` as one overlapped pair (a full backward: its W follows)."""
+        self.forward(f_chunk)
+        f = self.ops[-1]
+        self.backward(b_chunk)
+        b = self.ops[-2] if self.split else self.ops[-1]
+        self.pairs.append((f, b))
+
 
 def dualpipe_order(inst: Instance) -> Order:
-    """The eight steps on every device (module docstring), then each direction trimmed to its count."""
+    """The eight steps on every device as one op at a time (module docstring)."""
+    return dualpipe_plan(inst)[0]
+
+
+def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
+    """The eight steps on every device and the overlapped F&B pairs they name, each direction trimmed
+    to its count (a pair with a trimmed half is dropped)."""
     p, m, h = inst.devices, inst.microbatches, inst.split
     half = p // 2
     chunks = max(p, h, m - h)  # microbatches per direction the steps are built for
     order: Order = []
+    pairs: list[tuple[OpId, OpId]] = []
     for r in range(p):
         dev = _Rank(inst, r)
         j = min(r, p - 1 - r)
@@ -101,16 +120,17 @@ def dualpipe_order(inst: Instance) -> Order:
             dev.backward(1)
             dev.forward(1)
         # Step 4 (main): nF0B1F1B0; F0 & B1, then F1 & B0 (the middle ranks' first F0, B1 not overlapped)
-        for _ in range(chunks - p + j + 1):
-            dev.forward(0)
-            dev.backward(1)
-            dev.forward(1)
-            dev.backward(0)
+        for i in range(chunks - p + j + 1):
+            if i == 0 and j == half - 1:
+                dev.forward(0)
+                dev.backward(1)
+            else:
+                dev.overlapped(0, 1)
+            dev.overlapped(1, 0)
         # Step 5: nB1F1B0; B1, then F1 & B0
         for _ in range(half - j - 1):
             dev.backward(1)
-            dev.forward(1)
-            dev.backward(0)
+            dev.overlapped(1, 0)
         # Step 6: nB1B0; Ws deferred from the loop's middle on (a B earlier on odd j)
         mid = (j + 1) // 2
         for i in range(j + 1):
@@ -124,13 +144,20 @@ def dualpipe_order(inst: Instance) -> Order:
         while dev.queue:
             dev.weight()
         order.append(dev.ops)
-    return [[op for op in ops if inst.has_op(op)] for ops in order]
+        pairs += dev.pairs
+    kept = [(f, b) for f, b in pairs if inst.has_op(f) and inst.has_op(b)]
+    return [[op for op in ops if inst.has_op(op)] for ops in order], kept
 
 
-solve_dualpipe = recipe(
+@method(
     "dualpipe",
-    "DualPipe (DeepSeek-V3): placement 'dual', two streams from both ends, one chunk's F paired with the "
-    "other's B, Ws deferred at the tail; built for m >= 2p, trimmed below.",
-    dualpipe_order,
+    "DualPipe (DeepSeek-V3): placement 'dual', two streams from both ends, one chunk's F overlapped with the "
+    "other's B (one op with costs.overlap_fb), Ws deferred at the tail; built for m >= 2p, trimmed below.",
     _applies,
 )
+def solve_dualpipe(problem: Problem, options: SolveOptions) -> Schedule:
+    inst = Instance.from_problem(problem)
+    order, pairs = dualpipe_plan(inst)
+    if inst.overlap is None:
+        return from_order(problem, "dualpipe", order, inst=inst)
+    return from_paired_order(problem, "dualpipe", order, pair_map(pairs), inst=inst)

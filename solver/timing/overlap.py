@@ -1,0 +1,119 @@
+"""Overlapped F&B pairs (``costs.overlap_fb``, DualPipe's overlapped forward-backward chunks).
+
+Why pairs are kept apart from the plain timing path: only problems that set ``costs.overlap_fb`` can
+have them, and the simulator's hot loop (:mod:`.simulate`) stays one op at a time for everything else.
+
+A pair is one F and one B on the same device (different microbatches or stages) that run as one op:
+both start together, once the device is free and *both* halves' inputs have arrived, and both end
+``Instance.pair_cost(F, B)`` later. Memory applies both: F's (positive) delta is held from the start,
+B's released at the end. In a schedule a pair is two ordinary :class:`ScheduledOp` records with equal
+device, start and end (no new field on the wire): :func:`timed_pairs` finds them again, and in an order
+the pair's two ops stand next to each other, F first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..bounds.combinatorial import combinatorial_bound
+from ..core.errors import InvalidScheduleError, NotApplicableError
+from ..core.instance import Instance, OpId
+from ..core.metrics import peak_memory
+from ..core.problem import Problem
+from ..core.schedule import Schedule, ScheduledOp, Status
+from ..core.tolerance import slack, within_cap
+from .figures import ops_makespan, ops_objective
+from .finalize import TIME_DECIMALS, status_source
+from .pairs import Pairs, busy_time, duration, pair_map, timed_pairs
+from .simulate import DeadlockError
+from .validate import validate
+
+__all__ = ["Pairs", "busy_time", "from_paired_order", "pair_map", "simulate_paired", "timed_pairs"]
+
+def simulate_paired(inst: Instance, order: Sequence[Sequence[OpId]], pairs: Pairs) -> dict[OpId, float]:
+    """Earliest start times of ``order`` with the pairs run as one op each (module docstring).
+
+    A pair's ops must be adjacent in their device's order; raises :class:`DeadlockError` when some
+    device waits forever."""
+    if inst.overlap is None and pairs:
+        raise ValueError("F&B pairs need costs.overlap_fb")
+    pos = [0] * inst.devices
+    free = [0.0] * inst.devices
+    start: dict[OpId, float] = {}
+    end: dict[OpId, float] = {}
+    progress = True
+    while progress:
+        progress = False
+        for d, ops in enumerate(order):
+            while pos[d] < len(ops):
+                op = ops[pos[d]]
+                partner = pairs.get(op)
+                group = [op] if partner is None else [op, partner]
+                if partner is not None and (pos[d] + 1 >= len(ops) or ops[pos[d] + 1] != partner):
+                    raise ValueError(f"device {d}: {op} and its pair {partner} must stand next to each other")
+                t = free[d]
+                ready = True
+                for x in group:
+                    for pred, lag in inst.predecessors(x):
+                        if pred not in end:
+                            ready = False
+                            break
+                        t = max(t, end[pred] + lag)
+                    if not ready:
+                        break
+                if not ready:
+                    break
+                length = duration(inst, op, pairs)
+                for x in group:
+                    if x in start:
+                        raise ValueError(f"{x} appears more than once in the order")
+                    start[x], end[x] = t, t + length
+                free[d] = t + length
+                pos[d] += len(group)
+                progress = True
+    stuck = [f"device {d} waits at {order[d][pos[d]]}" for d in range(inst.devices) if pos[d] < len(order[d])]
+    if stuck:
+        raise DeadlockError("order deadlocks: " + "; ".join(stuck))
+    return start
+
+
+def from_paired_order(problem: Problem, method: str, order: Sequence[Sequence[OpId]], pairs: Pairs, *,
+                      inst: Instance | None = None, status: Status = "feasible", solve_time_s: float = 0.0) -> Schedule:
+    """:func:`pipesched.solver.timing.finalize.from_order` for an order with F&B pairs: times it with
+    :func:`simulate_paired`, refuses it over the memory cap, fills the figures from the ops and validates."""
+    t0 = time.perf_counter()
+    inst = inst or Instance.from_problem(problem)
+    order = [list(ops) for ops in order]
+    for d, (peak, cap) in enumerate(zip(peak_memory(inst, order), inst.limit, strict=True)):
+        if not within_cap(peak, cap):
+            raise NotApplicableError(
+                f"{method} needs {peak:g} activation memory on device {d}, above memory.limit {cap:g}; "
+                "methods that respect the limit: greedy, auto")
+    start = simulate_paired(inst, order, pairs)
+    ops = []
+    for d, dev_ops in enumerate(order):
+        for op in dev_ops:  # the order's own sequence: a pair's F before its B, so memory is walked right
+            t = round(start[op], TIME_DECIMALS)
+            ops.append(ScheduledOp(device=d, stage=op.stage, kind=op.kind, microbatch=op.microbatch, start=t,
+                                   end=round(t + duration(inst, op, pairs), TIME_DECIMALS)))
+    objective = ops_objective(ops, inst.devices, inst.objective)
+    closed_form = combinatorial_bound(inst)
+    status = status_source(status, objective, closed_form)[0]
+    bound = objective if status == "optimal" else min(closed_form, objective)
+    busy = busy_time(ops, pairs)
+    schedule = Schedule(
+        problem=problem, method=method, status=status,
+        makespan=round(ops_makespan(ops), TIME_DECIMALS), objective_value=round(objective, TIME_DECIMALS),
+        lower_bound=round(bound, TIME_DECIMALS),
+        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order)],
+        bubble_ratio=round(1.0 - busy / (inst.devices * objective) if objective > 0 else 0.0, TIME_DECIMALS),
+        solve_time_s=round(solve_time_s or time.perf_counter() - t0, 6), ops=ops,
+    )
+    errors = validate(schedule, inst)
+    if errors:
+        raise InvalidScheduleError(f"method {method!r} produced an invalid schedule: " + "; ".join(errors))
+    if closed_form > objective + slack(objective):
+        raise InvalidScheduleError(f"method {method!r}: the closed-form bound {closed_form!r} is above the "
+                                   f"objective {objective!r} of a valid schedule: the bound is wrong")
+    return schedule
