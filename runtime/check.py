@@ -107,11 +107,12 @@ PLACEMENT_OF = {"zb-v": "v", "dualpipe-v": "v", "dualpipe": "dual"}
 
 
 def make_problem(world: int, method: str, microbatches: int, stages_per_device: int,
-                 split_backward: bool = True, placement: str | None = None) -> Problem:
+                 split_backward: bool = True, placement: str | None = None, overlap_fb: float | None = None) -> Problem:
     placement = placement or PLACEMENT_OF.get(method, "loop")
+    costs = {} if overlap_fb is None else {"costs": {"overlap_fb": overlap_fb}}
     return Problem(devices=world, microbatches=microbatches,
                    stages_per_device=2 if placement in ("v", "dual") else stages_per_device,
-                   placement=placement, split_backward=split_backward)
+                   placement=placement, split_backward=split_backward, **costs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--placement", choices=["loop", "v", "dual"],
                     help="stage placement (default: what the method needs, else loop)")
     ap.add_argument("--fused", action="store_true", help="fused backward (no W ops)")
+    ap.add_argument("--overlap-fb", type=float, default=None, metavar="FACTOR",
+                    help="costs.overlap_fb: a paired F&B lasts FACTOR x (F + B); replayed as F then B")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 2 x microbatches + 1, uneven)")
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         args.microbatches = 2 * args.world if dual else 4
     try:
         problem = make_problem(args.world, args.method, args.microbatches, args.stages_per_device, not args.fused,
-                               args.placement)
+                               args.placement, args.overlap_fb)
         schedule = solve(problem, args.method)
     except ValueError as e:
         print(f"check: error: {e}", file=sys.stderr)
@@ -146,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     per_rank = [r.value[0] for r in results]
     diff = grad_diff(schedule, per_rank, batch)
     step_s = max(r["step_s"] for r in per_rank)
+    pairs = sum(1 for o in schedule.ops if o.kind == "F" and o.end > o.start
+                and any(q.kind == "B" and (q.device, q.start, q.end) == (o.device, o.start, o.end) for q in schedule.ops))
     print(f"{args.method}: p={args.world} m={args.microbatches} v={problem.stages_per_device} "
-          f"placement={problem.placement} split_backward={problem.split_backward} batch={batch}")
+          f"placement={problem.placement} split_backward={problem.split_backward} batch={batch}"
+          + (f" overlap_fb={args.overlap_fb} pairs={pairs} (replayed as F then B)" if args.overlap_fb else ""))
     print(f"max_grad_diff={diff:.3g} step_s={step_s:.6f}")
     return 0 if diff < TOLERANCE else 1
 

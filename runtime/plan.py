@@ -18,7 +18,7 @@ from typing import Literal
 
 from pipesched.solver.core.instance import Instance, OpId
 from pipesched.solver.core.ops import dependency_rank
-from pipesched.solver.core.schedule import Schedule
+from pipesched.solver.core.schedule import Schedule, ScheduledOp
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,24 @@ def global_sequence(schedule: Schedule) -> list[OpId]:
         o = timed[op]
         return (o.start, o.end, dependency_rank(op, stages), o.device)
 
-    return list(heapq.merge(*schedule.order(), key=key))
+    return list(heapq.merge(*(_forward_first(order, timed) for order in schedule.order()), key=key))
+
+
+def _forward_first(order: list[OpId], timed: dict[OpId, ScheduledOp]) -> list[OpId]:
+    """A device's order with each overlapped pair (``costs.overlap_fb``: an F and a B sharing one
+    positive interval, which no two other ops of a device can) as its F, then its B.
+
+    The runtime has one stream per rank, so a pair runs as two ops in sequence. The halves are
+    independent (different microbatches or chunks), so either order gives the same gradients; F
+    first is the order the validator's memory model assumes (F's delta from the pair's start, B's
+    at its end) and the one the global merge's tie-break expects.
+    """
+    out = list(order)
+    for k in range(len(out) - 1):
+        a, b = timed[out[k]], timed[out[k + 1]]
+        if a.kind == "B" and b.kind == "F" and (a.start, a.end) == (b.start, b.end) and a.end > a.start:
+            out[k], out[k + 1] = out[k + 1], out[k]
+    return out
 
 
 def rank_plan(schedule: Schedule, rank: int, inst: Instance | None = None) -> list[Instruction]:
