@@ -155,12 +155,12 @@ def trials_for(inst: Instance, seconds: float) -> int:
 #: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
 GRID_WORK = 250_000
 #: Op-policy products built and timed per nominal second. Measured ~40k/s on one unloaded core at
-#: 1.5k ops before f3427f9; since (flat-list simulator, each decision of the scheduler made once)
-#: one order and its timing take 1.5 s at 24.6k ops and 2.8 s at 98k ops with the load average at
-#: 8 on 2 cores (``python benchmarks/large_problems.py --heuristics-only``), 16k-35k/s there and
-#: about 3x that on an idle core; 40k/s is an idle figure halved for a shared machine. A time budget
-#: caps the grid at ``seconds * rate / ops``.
-GRID_OPS_PER_SECOND = 40_000
+#: 1.5k ops before f3427f9; since (flat-list simulator, each decision of the scheduler made once) one
+#: order and its timing take 0.15 s of CPU at 24.6k ops and 0.76 s at 98k ops (CPU time, so the load
+#: of the shared machine does not enter: ``python benchmarks/large_problems.py`` prints it), about
+#: 130k/s; halved for a shared machine and rounded down. A time budget caps the grid at
+#: ``seconds * rate / ops``.
+GRID_OPS_PER_SECOND = 60_000
 #: Most policies the grid tries on any problem: the head (12 hand-picked policies) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
@@ -203,15 +203,15 @@ LARGE_HEURISTIC_SHARE = 0.65
 
 #: Measured wall seconds per op of what every answer costs however short its limit: one order of the
 #: zero-bubble grid, its timing (:func:`pipesched.solver.timing.retime.compact`) and
-#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the validator),
-#: without the closed-form bound. At 98k ops with the load average at 8 on 2 cores: order 1.2 s,
-#: timing 1.6 s, finalize 4-9 s, i.e. 7e-5 to 1.2e-4 (``python benchmarks/time_limits_under_load.py``
-#: reports it per size); an idle core takes about a third. A problem whose set-up does not fit its
-#: limit gets that first schedule at once (:func:`setup_cost`).
+#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the validator)
+#: without the closed-form bound: 2.9 + 3.3 + 17 us of CPU per op at 24.6k ops, 3.4 + 4.3 + 19 at 98k
+#: (CPU time, idle-machine equivalent), about 27 us; doubled for a shared machine. A problem whose
+#: set-up does not fit its limit gets that first schedule at once (:func:`setup_cost`).
 SETUP_S_PER_OP = 6e-5
-#: The same per op for :func:`pipesched.solver.timing.finalize.finalize` alone (validation included),
-#: the part of :data:`SETUP_S_PER_OP` that runs after the deadline: what :func:`finish_margin` keeps back.
-FINALIZE_S_PER_OP = 4e-5
+#: What :func:`finish_margin` keeps back per op for :func:`pipesched.solver.timing.finalize.finalize`
+#: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op
+#: (above), so the two together (40 us) are about twice it, for a shared machine.
+FINALIZE_S_PER_OP = 1e-5
 #: Resident memory per op of a solve at large sizes, measured as the peak RSS growth between 24.6k and
 #: 98k ops (``python benchmarks/large_problems.py``): the ops as pydantic objects, per-op dicts of
 #: times, a few orders. docs/limits.md states the figure with the command.
