@@ -51,6 +51,9 @@ STEPS: tuple[Step, ...] = (
     Step("bound_tightness", ("bound_tightness.py",), ("bound_tightness.md",), True),
     Step("cpsat_dtime", ("cpsat_dtime.py",), ("cpsat_dtime.md",), True),
     Step("auto_time_limits", ("auto_time_limits.py",), ("auto_time_limits.md",), True),
+    Step("time_limits_under_load_quick", ("time_limits_under_load.py", "--quick", "--out",
+                                          "benchmarks/results/time_limits_under_load_quick.md"),
+         ("time_limits_under_load_quick.md",), True),
     Step("batch_sweep", ("batch_sweep.py",), ("batch_sweep.md",), True),
     Step("batch_sweep_auto", ("batch_sweep.py", "--method", "auto", "--time-limit", "1"),
          ("batch_sweep_auto.md",), True),
@@ -70,6 +73,8 @@ STEPS: tuple[Step, ...] = (
     Step("ilp_backends", ("ilp_backends.py", "--time-limit", "20"), ("ilp_backends.md",), False),
     Step("runtime", ("runtime_vs_torch.py", "--rounds", "40"), ("runtime.md",), False),
     Step("anchors", ("anchors.py", "--full"), ("anchors.md",), False),
+    Step("large_problems", ("large_problems.py",), ("large_problems.md",), False),
+    Step("time_limits_under_load", ("time_limits_under_load.py",), ("time_limits_under_load.md",), False),
 )
 
 
