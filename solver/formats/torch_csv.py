@@ -8,6 +8,9 @@ extra). Types: ``F`` forward, ``I`` input-gradient backward (our B when the back
 torch then lowers this plan itself (adds SEND/RECV and REDUCE_GRAD, which divides the summed
 microbatch gradients by m when ``scale_grads=True``).
 
+Overlapped F&B pairs (``costs.overlap_fb``; two ops with equal device, start and end) become torch
+2.13's ``OVERLAP_F_B`` action, whose text form lists the sub-actions: ``(3F7;5I2)OVERLAP_F_B``.
+
 ``placement: "dual"`` has no torch equivalent: torch's schedules run one copy of the model with one
 stage id per module (its ``DualPipeV`` is our ``dualpipe-v`` on the V placement), so a dual schedule
 (two copies of each model stage, twin gradients summed) is refused by name rather than written as a
@@ -17,9 +20,10 @@ CSV torch would misread.
 from __future__ import annotations
 
 from ..core.errors import NotApplicableError
-from ..core.instance import OpId
+from ..core.instance import Instance, OpId
 from ..core.ops import dependency_rank
 from ..core.schedule import Order, Schedule
+from ..timing.pairs import timed_pairs
 
 #: ``dependency_rank`` is re-exported for the runtime's plan, which imports it from here.
 __all__ = ["dependency_rank", "rank_programs", "to_torch_csv", "torch_action", "torch_actions"]
@@ -46,9 +50,24 @@ def torch_action(op: OpId, split_backward: bool) -> str:
     return f"{op.stage}{table[op.kind]}{op.microbatch}"
 
 
-def torch_actions(order: Order, split_backward: bool) -> list[list[str]]:
-    """The lowering pass: our per-device order -> torch's per-rank compute actions (``3F0``, ``3I0``, ...)."""
-    return [[torch_action(op, split_backward) for op in ops] for ops in order]
+def torch_actions(order: Order, split_backward: bool, pairs: dict[OpId, OpId] | None = None) -> list[list[str]]:
+    """The lowering pass: our per-device order -> torch's per-rank compute actions (``3F0``, ``3I0``, ...);
+    each F&B pair in ``pairs`` -> one ``(F;B)OVERLAP_F_B`` action where its first half stands."""
+    pairs = pairs or {}
+    rows = []
+    for ops in order:
+        row: list[str] = []
+        done: set[OpId] = set()
+        for op in ops:
+            partner = pairs.get(op)
+            if partner is None:
+                row.append(torch_action(op, split_backward))
+            elif op not in done:
+                f, b = (op, partner) if op.kind == "F" else (partner, op)
+                row.append(f"({torch_action(f, split_backward)};{torch_action(b, split_backward)})OVERLAP_F_B")
+                done.update((f, b))
+        rows.append(row)
+    return rows
 
 
 def to_torch_csv(schedule: Schedule) -> str:
@@ -59,5 +78,6 @@ def to_torch_csv(schedule: Schedule) -> str:
             "equivalent: torch has DualPipeV only (solve with placement 'v' and method dualpipe-v to export); "
             "pipesched's own runtime replays dual schedules"
         )
-    rows = torch_actions(rank_programs(schedule), schedule.problem.split_backward)
+    pairs = timed_pairs(schedule.ops, Instance.from_problem(schedule.problem))
+    rows = torch_actions(rank_programs(schedule), schedule.problem.split_backward, pairs)
     return "\n".join(",".join(row) for row in rows) + "\n"

@@ -115,3 +115,20 @@ def test_op_ids_of_the_up_stream_are_its_copy() -> None:
     order, _ = dualpipe_plan(Instance.from_problem(dual(4, 8)))
     assert order[3][0] == OpId("F", 4, 4)  # device p-1 starts the upward stream at its copy's first stage
     assert order[0][0] == OpId("F", 0, 0)
+
+
+def test_dualpipe_v_pairs_export_as_torch_overlap_f_b_actions() -> None:
+    from pipesched.solver.formats.torch_csv import to_torch_csv
+
+    problem = Problem(devices=2, microbatches=4, stages_per_device=2, placement="v", costs={"overlap_fb": 0.6})
+    schedule = solve(problem, "dualpipe-v")
+    assert validate(schedule) == []
+    plain = solve(Problem(devices=2, microbatches=4, stages_per_device=2, placement="v"), "dualpipe-v")
+    assert schedule.objective_value < plain.objective_value
+    rows = [row.split(",") for row in to_torch_csv(schedule).split()]
+    assert "(0F3;3I1)OVERLAP_F_B" in rows[0]
+    assert sum(len(row) for row in rows) == len(schedule.ops) - len(timed_pairs(schedule.ops, Instance.from_problem(
+        problem))) // 2  # a pair is one action
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    action = schedules._Action.from_str("(0F3;3I1)OVERLAP_F_B")
+    assert action.computation_type == schedules.OVERLAP_F_B and [str(a) for a in action.sub_actions] == ["0F3", "3I1"]

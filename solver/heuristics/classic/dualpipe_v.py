@@ -16,6 +16,8 @@ The eight steps, with their counts on device ``r``:
 8. the queued Ws.
 
 Outside the deferred steps each backward is followed by its W (the fused backward of the original).
+With ``costs.overlap_fb`` the "with" pairs of steps 4 and 5 run as one overlapped op each
+(:mod:`pipesched.solver.timing.overlap`), as in the original; without it, F then B.
 The steps need ``m >= 2p``; for fewer microbatches the order is built for ``2p`` and trimmed.
 """
 
@@ -25,8 +27,11 @@ from collections import deque
 
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
-from ...core.schedule import Order
-from ._common import keep_microbatches, needs_v_placement, recipe
+from ...core.registry import SolveOptions, method
+from ...core.schedule import Order, Schedule
+from ...timing.finalize import from_order
+from ...timing.overlap import from_paired_order, pair_map
+from ._common import keep_microbatches, needs_v_placement
 
 
 def _applies(problem: Problem) -> str | None:
@@ -42,6 +47,7 @@ class _Device:
         self.next = {"F": [0, 0], "B": [0, 0]}
         self.queue: deque[OpId] = deque()
         self.ops: list[OpId] = []
+        self.pairs: list[tuple[OpId, OpId]] = []
 
     def forward(self, chunk: int) -> None:
         self.ops.append(OpId("F", self.stage[chunk], self.next["F"][chunk]))
@@ -62,11 +68,24 @@ class _Device:
         if self.queue:
             self.ops.append(self.queue.popleft())
 
+    def overlapped(self, f_chunk: int, b_chunk: int) -> None:
+        """F of ``f_chunk`` with B of ``b_chunk``: one pair (its W follows)."""
+        self.forward(f_chunk)
+        f = self.ops[-1]
+        self.backward(b_chunk)
+        self.pairs.append((f, self.ops[-2] if self.split else self.ops[-1]))
+
 
 def dualpipe_v_order(inst: Instance) -> Order:
+    return dualpipe_v_plan(inst)[0]
+
+
+def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
+    """The eight steps and the F&B pairs of steps 4 and 5 (pairs with a trimmed half dropped)."""
     p, m = inst.devices, inst.microbatches
     total = max(m, 2 * p)
     order: Order = []
+    pairs: list[tuple[OpId, OpId]] = []
     for r in range(p):
         dev = _Device(r, p, inst.split_backward)
         # Step 1: nF0, n = 2(p - r - 1)
@@ -82,15 +101,12 @@ def dualpipe_v_order(inst: Instance) -> Order:
             dev.forward(1)
         # Step 4 (main): nF0B1F1B0, n = m - 2p + r + 1
         for _ in range(total - 2 * p + r + 1):
-            dev.forward(0)
-            dev.backward(1)
-            dev.forward(1)
-            dev.backward(0)
+            dev.overlapped(0, 1)
+            dev.overlapped(1, 0)
         # Step 5: nB1F1B0, n = p - r - 1
         for _ in range(p - r - 1):
             dev.backward(1)
-            dev.forward(1)
-            dev.backward(0)
+            dev.overlapped(1, 0)
         # Step 6: nB1B0, n = r + 1; from half way on (a step earlier on odd r) the Ws wait in the queue
         half = (r + 1) // 2
         for i in range(r + 1):
@@ -104,13 +120,19 @@ def dualpipe_v_order(inst: Instance) -> Order:
         while dev.queue:
             dev.weight()
         order.append(dev.ops)
-    return keep_microbatches(order, m)
+        pairs += dev.pairs
+    return keep_microbatches(order, m), [(f, b) for f, b in pairs if f.microbatch < m and b.microbatch < m]
 
 
-solve_dualpipe_v = recipe(
+@method(
     "dualpipe-v",
-    "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B, Ws deferred "
-    "at the tail; needs placement 'v' (stages_per_device = 2).",
-    dualpipe_v_order,
+    "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B (one op with "
+    "costs.overlap_fb), Ws deferred at the tail; needs placement 'v' (stages_per_device = 2).",
     _applies,
 )
+def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
+    inst = Instance.from_problem(problem)
+    order, pairs = dualpipe_v_plan(inst)
+    if inst.overlap is None:
+        return from_order(problem, "dualpipe-v", order, inst=inst)
+    return from_paired_order(problem, "dualpipe-v", order, pair_map(pairs), inst=inst)
