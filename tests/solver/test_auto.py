@@ -1,10 +1,6 @@
-"""The ``auto`` portfolio: never worse than its parts, honest status, uses hints, deterministic."""
+"""The ``auto`` portfolio: never worse than its parts, honest status, uses hints (determinism: test_determinism.py)."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import pytest
 
@@ -71,21 +67,6 @@ def test_zb_heuristic_respects_the_memory_limit_and_warms_up_like_1f1b() -> None
 def test_auto_detects_infeasible_limits() -> None:
     sched = run(dict(devices=3, microbatches=4, memory={"limit": 0.0}))
     assert sched.status == "infeasible" and "memory.limit" in sched.reason
-
-
-_CHILD = """
-import json, sys
-from pipesched.solver import Problem, SolveOptions, solve
-s = solve(Problem(**json.loads(sys.argv[1])), "auto", SolveOptions(time_limit_s=2.0))
-print(json.dumps(s.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=True))
-"""
-
-
-def test_auto_gives_the_same_schedule_in_two_processes() -> None:
-    case = json.dumps(CASES["span-limit"])
-    outs = [subprocess.run([sys.executable, "-c", _CHILD, case], capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]
-    assert outs[0] == outs[1]
 
 
 def _sweep_case(costs: list[float], **kw) -> dict:

@@ -1,10 +1,6 @@
-"""The ``cpsat`` method: proven optima are right, schedules validate, limits and determinism hold."""
+"""The ``cpsat`` method: proven optima are right, schedules validate, limits hold (determinism: test_determinism.py)."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import pytest
 
@@ -136,26 +132,6 @@ def test_a_case_it_cannot_close_within_the_limit_still_returns_a_valid_schedule(
     case = dict(devices=8, microbatches=32, memory={"limit": 3})
     sched = run(case, limit=3.0)
     assert sched.ops and validate(sched) == []
-
-
-DETERMINISM_CASE = dict(devices=4, microbatches=8, memory={"limit": 3}, costs=dict(UNEVEN, forward=1.0,
-                        backward_input=1.5, backward_weight=0.5), objective="stage_span")
-
-_CHILD = """
-import json, sys
-from pipesched.solver import Problem, SolveOptions, solve
-s = solve(Problem(**json.loads(sys.argv[1])), sys.argv[2], SolveOptions(time_limit_s=3.0))
-print(json.dumps(s.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=True))
-"""
-
-
-@pytest.mark.parametrize("method", ["cpsat"])
-def test_same_problem_gives_the_same_schedule_across_processes(method: str) -> None:
-    outs = [subprocess.run([sys.executable, "-c", _CHILD, json.dumps(DETERMINISM_CASE), method],
-                           capture_output=True, text=True, check=True).stdout for _ in range(2)]
-    assert outs[0] == outs[1]
-    again = solve(Problem(**DETERMINISM_CASE), method, SolveOptions(time_limit_s=3.0))
-    assert json.dumps(again.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=True) + "\n" == outs[0]
 
 
 def test_bubble_ratio_of_a_bound_is_not_above_the_schedules() -> None:
