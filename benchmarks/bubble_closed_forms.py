@@ -7,6 +7,11 @@ F = 1, B = 2 (W = 1 of it when split), cut into v chunks of 1/v each for the two
 Closed forms: 1F1B (p - 1)/m; interleaved 1F1B (p - 1)/(v m) (m a multiple of p); ZB-H2 about 0
 (the zero-bubble paper: its bubble is the warm-up's, independent of m); looped-bfs (p - 1)/(v m)
 too (derivation in ``solver/heuristics/classic/looped_bfs.py``), at the price of v m activations.
+DualPipe (placement "dual", two copies of a p-stage model, one stage of each per device, so the same
+work per device): the DeepSeek-V3 table's bubble (p/2 - 1)(F&B + B - 3W) over the work, with F&B =
+F + B (no overlap), and the exact form our timing of the published order reaches,
+(p/2 - 1)(F + B - 2W) (half a pipeline of ZB1P; ``tests/solver/test_dualpipe_closed_forms.py``);
+about 0 either way as m grows, at p + 1 microbatches' activations.
 
 Run: ``python benchmarks/bubble_closed_forms.py``; writes ``benchmarks/results/bubble_closed_forms.md``.
 """
@@ -38,24 +43,43 @@ def fraction(p: int, m: int, v: int, method: str, split: bool) -> tuple[float, f
     return schedule.objective_value / work - 1.0, max(schedule.peak_memory)
 
 
+def dual_fraction(p: int, m: int) -> tuple[float, float]:
+    """``dualpipe``'s bubble fraction (device 0) and activation peak on the same whole-device costs."""
+    problem = Problem(devices=p, microbatches=m, stages_per_device=2, placement="dual", objective="stage_span",
+                      costs={"forward": 1.0, "backward_input": 1.0, "backward_weight": 1.0, "comm": 0.0})
+    schedule = solve(problem, "dualpipe")
+    work = m * 3.0
+    mine = [o for o in schedule.ops if o.device == 0]
+    span = max(o.end for o in mine) - min(o.start for o in mine)
+    return span / work - 1.0, max(schedule.peak_memory)
+
+
 def main() -> int:
     lines = [
         f"Made by `{COMMAND}`. Bubble fraction = (stage span − work) / work on device 0; uniform stages,",
         "comm 0, whole-device F = 1, B + W = 2; peak = largest per-device activations in microbatches.",
         "",
-        "| p | m | v | 1F1B | (p−1)/m | interleaved | (p−1)/(vm) | looped-bfs | peak BFS | ZB-H2 | peak ZB-H2 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "DualPipe: placement 'dual', F = B = W = 1 per model stage (the same work per device); table = the",
+        "DeepSeek-V3 table's (p/2−1)(F&B+B−3W)/work with F&B = F + B, ours = (p/2−1)(F+B−2W)/work.",
+        "",
+        "| p | m | v | 1F1B | (p−1)/m | interleaved | (p−1)/(vm) | looped-bfs | peak BFS | ZB-H2 | peak ZB-H2 "
+        "| DualPipe | table | ours | peak DualPipe |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in (2, 4, 8):
         for m in (p, 2 * p, 4 * p):
             one, _ = fraction(p, m, 1, "1f1b", split=False)
             zb, zb_peak = fraction(p, m, 1, "zb-h2", split=True)
+            dp, dp_peak = dual_fraction(p, m)
+            table = (p / 2 - 1) * ((1 + 2) + 2 - 3 * 1) / (3 * m)
+            ours = (p / 2 - 1) * (1 + 2 - 2 * 1) / (3 * m)
             for v in (2, 4):
                 inter, _ = fraction(p, m, v, "interleaved-1f1b", split=False)
                 bfs, bfs_peak = fraction(p, m, v, "looped-bfs", split=False)
                 lines.append(
                     f"| {p} | {m} | {v} | {one:.4f} | {(p - 1) / m:.4f} | {inter:.4f} | {(p - 1) / (v * m):.4f} "
-                    f"| {bfs:.4f} | {bfs_peak:g} | {zb:.4f} | {zb_peak:g} |"
+                    f"| {bfs:.4f} | {bfs_peak:g} | {zb:.4f} | {zb_peak:g} | {dp:.4f} | {table:.4f} | {ours:.4f} "
+                    f"| {dp_peak:g} |"
                 )
     text = "\n".join(lines) + "\n"
     report.publish(text, OUT)
