@@ -44,19 +44,25 @@ def test_twins_end_with_the_sum_of_their_step_gradients_on_top_of_what_each_had(
     assert torch.equal(a["b"], torch.zeros(1, 1)) and torch.equal(b["b"], a["b"])  # unused: zeros on both
 
 
-def _dual(p: int, m: int, method: str, split_backward: bool = True, dual_split: int | None = None) -> Schedule:
-    extra = {} if dual_split is None else {"dual_split": dual_split}
+def _dual(p: int, m: int, method: str, split_backward: bool = True, dual_split: int | None = None,
+          overlap_fb: float | None = None) -> Schedule:
+    extra: dict = {} if dual_split is None else {"dual_split": dual_split}
+    if overlap_fb is not None:
+        extra["costs"] = {"overlap_fb": overlap_fb}
     problem = Problem(devices=p, microbatches=m, stages_per_device=2, placement="dual",
                       split_backward=split_backward, **extra)
     return solve(problem, method)
 
 
-# (world, schedule): split and fused, the default split and uneven ones (1 of 4 down; all up)
+# (world, schedule): the recipe with and without F&B pairs, split and fused, the default split and
+# uneven ones (1 of 4 down; all up)
 CASES = {
-    2: [("gpipe", _dual(2, 4, "gpipe")), ("greedy", _dual(2, 4, "greedy")),
+    2: [("dualpipe", _dual(2, 4, "dualpipe")), ("dualpipe-overlap", _dual(2, 4, "dualpipe", overlap_fb=0.6)),
+        ("gpipe", _dual(2, 4, "gpipe")), ("greedy", _dual(2, 4, "greedy")),
         ("greedy-fused", _dual(2, 4, "greedy", split_backward=False)),
         ("greedy-split-1", _dual(2, 4, "greedy", dual_split=1)), ("gpipe-all-up", _dual(2, 4, "gpipe", dual_split=0))],
-    4: [("greedy", _dual(4, 8, "greedy")), ("gpipe-split-3", _dual(4, 6, "gpipe", dual_split=3))],
+    4: [("dualpipe", _dual(4, 8, "dualpipe")), ("dualpipe-overlap", _dual(4, 8, "dualpipe", overlap_fb=0.7)),
+        ("greedy", _dual(4, 8, "greedy")), ("gpipe-split-3", _dual(4, 6, "gpipe", dual_split=3))],
 }
 BATCH = 2 * 8 + 1  # uneven microbatches: the loss scaling is replayed too
 
@@ -99,9 +105,10 @@ def test_without_the_twin_sum_each_twin_holds_only_its_half() -> None:
     assert grad_diff(schedule, per_rank, BATCH) > 1e-3
 
 
-def test_check_replays_a_dual_schedule_from_the_command_line() -> None:
-    run = subprocess.run([sys.executable, "-m", "pipesched.runtime.check", "--world", "2", "--method", "greedy",
-                          "--placement", "dual", "--timeout", str(GROUP_TIMEOUT_S)],
+def test_check_replays_dualpipe_from_the_command_line() -> None:
+    """The issue's command: the dual placement follows from the method."""
+    run = subprocess.run([sys.executable, "-m", "pipesched.runtime.check", "--world", "4", "--method", "dualpipe",
+                          "--stages-per-device", "2", "--timeout", str(GROUP_TIMEOUT_S)],
                          capture_output=True, text=True, timeout=GROUP_TIMEOUT_S + 30)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "placement=dual" in run.stdout
@@ -129,3 +136,22 @@ def test_a_split_transformer_on_a_dual_placement_with_a_recomputed_stage() -> No
         assert set(got["grads"]) == set(ref), rank  # each rank holds both model stages
         diff = max(float((got["grads"][k] - ref[k]).abs().max()) for k in ref)
         assert diff <= TOLERANCE, f"rank {rank}: max grad diff {diff:g}"
+
+
+def test_an_overlapped_pair_runs_its_forward_first_on_the_rank() -> None:
+    """``costs.overlap_fb``: DualPipe's F&B pairs replay as F, then B (one stream per rank)."""
+    from pipesched.runtime.plan import Compute, rank_plan
+
+    schedule = solve(Problem(devices=4, microbatches=8, stages_per_device=2, placement="dual",
+                             costs={"overlap_fb": 0.6}), "dualpipe")
+    timed = {o.id: o for o in schedule.ops}
+    pairs = {(o.device, o.start, o.end) for o in schedule.ops if o.kind == "F"} & {
+        (o.device, o.start, o.end) for o in schedule.ops if o.kind == "B" and o.end > o.start}
+    assert pairs, "dualpipe with overlap_fb paired nothing: the test would not exercise pairs"
+    for rank in range(4):
+        ops = [i.op for i in rank_plan(schedule, rank) if isinstance(i, Compute)]
+        for k, op in enumerate(ops):
+            o = timed[op]
+            if (o.device, o.start, o.end) in pairs:
+                partner = ops[k + 1] if o.kind == "F" else ops[k - 1]
+                assert timed[partner].kind == ("B" if o.kind == "F" else "F"), (rank, op, partner)
