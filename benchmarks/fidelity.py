@@ -70,7 +70,7 @@ from report import command_line, publish  # noqa: E402
 RESULTS = Path(__file__).parent / "results" / "fidelity.md"
 #: (method, stages per device, placement)
 METHODS = [("gpipe", 1, "loop"), ("1f1b", 1, "loop"), ("zb-h1", 1, "loop"), ("interleaved-1f1b", 2, "loop"),
-           ("zb-v", 2, "v"), ("auto", 1, "loop")]
+           ("zb-v", 2, "v"), ("dualpipe", 2, "dual"), ("auto", 1, "loop")]
 TARGET_ERROR = 0.15
 ORDER_MARGIN = 0.10
 
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> str:
         link, dispatch, contention = machine[p]
         per_op = tuple(t + dispatch for t in overhead)
         for method, v, placement in METHODS:
-            split = even_split(len(layers), p * v)
+            split = even_split(len(layers), p if placement == "dual" else p * v)  # dual: p model stages, twice
             problem = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link, contention)
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
             rows.append((method, v, schedule))
