@@ -23,8 +23,20 @@ from pathlib import Path
 
 import pytest
 
-from pipesched.solver import NotApplicableError, Problem, Schedule, SolveOptions, methods, solve
+from pipesched.solver import (
+    Instance,
+    NotApplicableError,
+    Problem,
+    Schedule,
+    SolveOptions,
+    methods,
+    solve,
+)
 from pipesched.solver.core.tolerance import slack
+from pipesched.solver.heuristics.classic.interleaved_zb import (
+    interleaved_rounds_order,
+    interleaved_zb_order,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 1212
@@ -117,19 +129,21 @@ def test_auto_is_never_worse_than_torchs_orders(k: int) -> None:
         assert got.objective_value <= ref.objective + slack(ref.objective), ref.name
 
 
-def test_interleaved_zb_is_torchs_interleaved_zero_bubble_order() -> None:
+@pytest.mark.parametrize("split", [True, False])
+def test_interleaved_zb_and_rounds_are_torchs_interleaved_orders(split: bool) -> None:
     torch_orders = _torch_orders()
-    from pipesched.solver import Instance
-    from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
-
+    memory = {"forward": 1.0, "backward_input": 0.0 if split else -1.0, "backward_weight": -1.0 if split else 0.0}
     checked = 0
     for p in (1, 2, 3, 4, 8):
         for v in (2, 3, 4):
-            for m in (1, 2, 3, 5, 8, 9, 12, 16):
-                problem = Problem(devices=p, microbatches=m, stages_per_device=v)
-                theirs = torch_orders.torch_order(problem, "ScheduleInterleavedZeroBubble")
-                if theirs is None:  # torch refuses m (not a multiple of its rounds)
-                    continue
-                checked += 1
-                assert interleaved_zb_order(Instance.from_problem(problem)) == theirs, (p, v, m)
-    assert checked > 80
+            for m in (1, 2, 3, 5, 7, 8, 9, 12, 16):
+                problem = Problem(devices=p, microbatches=m, stages_per_device=v, split_backward=split, memory=memory)
+                inst = Instance.from_problem(problem)
+                for ours, cls in ((interleaved_zb_order, "ScheduleInterleavedZeroBubble"),
+                                  (interleaved_rounds_order, "ScheduleInterleaved1F1B")):
+                    theirs = torch_orders.torch_order(problem, cls)
+                    if theirs is None:  # torch refuses m (not a multiple of its rounds)
+                        continue
+                    checked += 1
+                    assert ours(inst) == theirs, (cls, p, v, m)
+    assert checked > 150

@@ -1,10 +1,17 @@
-"""Interleaved zero bubble (ZB-1P on ``v`` chunks; Qi et al., ICLR'24, "Zero Bubble Pipeline
-Parallelism", arXiv:2401.10241): loop placement, ``v >= 2`` chunks per device, split backward.
+"""Interleaved schedules in rounds of ``m // p`` microbatches, as torch 2.13 builds them: loop
+placement, ``v >= 2`` chunks per device.
 
-The per-device order of torch 2.13's ``ScheduleInterleavedZeroBubble`` (issue 12: where that order
-beat every recipe of ours, ``auto`` must reach it without torch). Interleaved 1F1B's phases with
-two zero-bubble changes: the warm-up is one forward per hop instead of two, and after the first
-``d`` steady steps device ``d`` runs one deferred W after every B, filling the bubble.
+Two recipes, the per-device orders of torch's ``ScheduleInterleavedZeroBubble`` and
+``ScheduleInterleaved1F1B`` (issue 12: where those orders beat every recipe of ours, ``auto`` must
+reach them without torch):
+
+- ``interleaved-zb`` (ZB-1P on ``v`` chunks; Qi et al., ICLR'24, "Zero Bubble Pipeline
+  Parallelism", arXiv:2401.10241): interleaved 1F1B's phases with two zero-bubble changes: the
+  warm-up is one forward per hop instead of two, and after the first ``d`` steady steps device ``d``
+  runs one deferred W after every B, filling the bubble. With a fused backward there is no W to
+  defer and torch's input-gradient backward is our B;
+- ``interleaved-rounds``: interleaved 1F1B (two warm-up forwards per hop, W right after its B) in
+  torch's rounds, which differ from ``interleaved-1f1b``'s groups of ``p`` when ``p`` does not divide ``m``.
 
 Microbatches go in ``r = max(1, m // p)`` rounds of ``q = m / r``; step ``k`` of device ``d``
 works on chunk ``(k // q) mod v`` (forwards) and chunk ``v - 1 - ((k - warmup) // q) mod v``
@@ -15,6 +22,9 @@ works on chunk ``(k // q) mod v`` (forwards) and chunk ``v - 1 - ((k - warmup) /
    steps have passed;
 3. cool-down: ``warmup`` steps of one B, then one W under the same rule;
 4. drain: the Ws still pending.
+
+``interleaved-rounds`` has ``warmup = min((v - 1) q + 2 (p - 1 - d), v m)`` and runs each W right
+after its B.
 
 torch requires ``m`` to be a multiple of ``r``; other ``m`` are built for ``m`` rounded up to a
 multiple of ``p`` and trimmed (:func:`keep_microbatches`, which keeps the order deadlock-free).
@@ -27,22 +37,22 @@ from collections import defaultdict, deque
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
 from ...core.schedule import Order
-from ._common import keep_microbatches, needs_split_backward, recipe
+from ._common import keep_microbatches, recipe
 
 
-def _applies(problem: Problem) -> str | None:
+def _needs_loop(name: str, problem: Problem) -> str | None:
     if problem.placement != "loop" or problem.stages_per_device < 2:
         return (
-            "interleaved-zb needs placement 'loop' with stages_per_device >= 2 "
-            f"(got {problem.placement!r}, {problem.stages_per_device}); use zb-h1 for v = 1"
+            f"{name} needs placement 'loop' with stages_per_device >= 2 "
+            f"(got {problem.placement!r}, {problem.stages_per_device}); use 1f1b or zb-h1 for v = 1"
         )
-    return needs_split_backward("interleaved-zb", problem)
+    return None
 
 
-def _device_order(p: int, v: int, m: int, d: int) -> list[OpId]:
+def _device_order(p: int, v: int, m: int, d: int, zero_bubble: bool, split: bool) -> list[OpId]:
     rounds = max(1, m // p)
     q = m // rounds  # microbatches per round
-    warmup = min((v - 1) * q + p - 1 - d, v * m)
+    warmup = min((v - 1) * q + (1 if zero_bubble else 2) * (p - 1 - d), v * m)
     steps = v * m
 
     def f_stage(k: int) -> int:
@@ -59,10 +69,11 @@ def _device_order(p: int, v: int, m: int, d: int) -> list[OpId]:
         ops.append(OpId(kind, stage, nxt[kind, stage]))
         nxt[kind, stage] += 1
 
-    def backward(k: int) -> None:  # one B, then the oldest pending W once d steady steps have passed
+    def backward(k: int) -> None:  # one B, then its W (1F1B) or the oldest pending W after d steady steps (ZB)
         run("B", b_stage(k))
-        pending.append(b_stage(k))
-        if k - warmup >= d:
+        if split:
+            pending.append(b_stage(k))
+        if pending and (not zero_bubble or k - warmup >= d):
             run("W", pending.popleft())
 
     # 1. warm-up: forwards only
@@ -81,16 +92,33 @@ def _device_order(p: int, v: int, m: int, d: int) -> list[OpId]:
     return ops
 
 
-def interleaved_zb_order(inst: Instance) -> Order:
+def rounds_order(inst: Instance, zero_bubble: bool) -> Order:
     p, v, m = inst.devices, inst.stages_per_device, inst.microbatches
     built = m if m % max(1, m // p) == 0 else -(-m // p) * p
-    return keep_microbatches([_device_order(p, v, built, d) for d in range(p)], m)
+    order = [_device_order(p, v, built, d, zero_bubble, inst.split_backward) for d in range(p)]
+    return keep_microbatches(order, m)
+
+
+def interleaved_zb_order(inst: Instance) -> Order:
+    return rounds_order(inst, zero_bubble=True)
+
+
+def interleaved_rounds_order(inst: Instance) -> Order:
+    return rounds_order(inst, zero_bubble=False)
 
 
 solve_interleaved_zb = recipe(
     "interleaved-zb",
     "Interleaved zero bubble (torch's ScheduleInterleavedZeroBubble order): interleaved 1F1B with a "
-    "shorter warm-up and deferred Ws; needs placement 'loop', stages_per_device >= 2, split backward.",
+    "shorter warm-up and deferred Ws; needs placement 'loop' with stages_per_device >= 2.",
     interleaved_zb_order,
-    _applies,
+    lambda problem: _needs_loop("interleaved-zb", problem),
+)
+
+solve_interleaved_rounds = recipe(
+    "interleaved-rounds",
+    "Interleaved 1F1B in torch's rounds of m // p microbatches (torch's ScheduleInterleaved1F1B order); "
+    "needs placement 'loop' with stages_per_device >= 2.",
+    interleaved_rounds_order,
+    lambda problem: _needs_loop("interleaved-rounds", problem),
 )
