@@ -106,7 +106,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     if (answer := infeasible(problem, "auto", inst, t0)) is not None:
         return answer
     if inst.overlap is not None:  # F&B pairs: the exact models do not apply (.paired)
-        return best_paired(problem, options, t0)
+        return best_paired(problem, options, t0, solve_auto)
     limit = options.time_limit_s
     if setup_cost(inst) > limit and (first := first_schedule(problem, inst, "auto", limit, t0)) is not None:
         return first  # the limit is below what any answer costs: the first schedule, at once (docs/limits.md)

@@ -1,26 +1,41 @@
 """``auto`` on problems with ``costs.overlap_fb`` (overlapped F&B pairs, docs/dualpipe.md).
 
 Why apart from the main portfolio: CP-SAT and the ILP run one op at a time per device, so with pairs
-allowed their proofs would not hold and they refuse such problems; the portfolio then is the best
-schedule of the methods that apply (the ``dualpipe`` recipe with its pairs, greedy without), which is
-never worse than the recipe. Its bound is the pair-free relaxation's
+allowed their proofs would not hold and they refuse such problems. The portfolio here is the best of
+the schedules of the methods that apply (the ``dualpipe`` recipe with its pairs, greedy without) and
+of the main portfolio run on the same problem without ``overlap_fb`` (an unpaired schedule is valid
+with or without the option), so it is never worse than the recipe nor than ``auto`` without overlap.
+Its bound is the pair-free relaxation's
 (:meth:`pipesched.solver.core.instance.Instance.without_overlap`), so ``optimal`` only where that meets it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.schedule import Schedule
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED
-from ..timing.finalize import no_schedule
+from ..timing.finalize import from_order, no_schedule
+
+#: Least seconds worth giving the pair-free portfolio.
+_PLAIN_MIN_S = 0.5
 
 
-def best_paired(problem: Problem, options: SolveOptions, t0: float) -> Schedule:
-    """The best schedule (objective, then makespan) of every applicable non-exact method, relabelled ``auto``."""
+def best_paired(problem: Problem, options: SolveOptions, t0: float,
+                plain: Callable[[Problem, SolveOptions], Schedule] | None = None) -> Schedule:
+    """The best schedule (objective, then makespan) of every applicable non-exact method and of ``plain``
+    (the main portfolio) on the problem without ``overlap_fb``, re-timed for this one; relabelled ``auto``."""
     best: Schedule | None = None
+
+    def keep(schedule: Schedule) -> None:
+        nonlocal best
+        if schedule.ops and (best is None or (schedule.objective_value, schedule.makespan)
+                             < (best.objective_value, best.makespan)):
+            best = schedule
+
     for m in sorted(methods(), key=lambda m: m.name):
         if m.name in EXACT_METHODS or m.applies(problem):
             continue
@@ -28,9 +43,13 @@ def best_paired(problem: Problem, options: SolveOptions, t0: float) -> Schedule:
             schedule = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
         except SKIPPED:
             continue
-        if schedule.ops and (best is None or (schedule.objective_value, schedule.makespan)
-                             < (best.objective_value, best.makespan)):
-            best = schedule
+        keep(schedule)
+    left = options.time_limit_s - (time.perf_counter() - t0)
+    if plain is not None and left >= _PLAIN_MIN_S:
+        without = problem.model_copy(update={"costs": problem.costs.model_copy(update={"overlap_fb": None})})
+        answer = plain(without, SolveOptions(time_limit_s=left, workers=options.workers))
+        if answer.ops:
+            keep(from_order(problem, "auto", answer.order()))
     elapsed = round(time.perf_counter() - t0, 6)
     if best is None:
         return no_schedule(problem, "auto", "timeout", "no method found a schedule within memory.limit",
