@@ -115,7 +115,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     bound = combinatorial_bound(inst)
     deadline -= time.perf_counter() - tb  # finalize computes it again (a wall net only, never a decision)
     stop = min(t0 + heuristic_share(inst) * limit, deadline)  # wall net: no grid order past the deadline
-    found = heuristic_incumbents(problem, inst, options, stop=stop, bound=bound)
+    found = heuristic_incumbents(problem, inst, options, stop=stop, bound=bound, deadline=deadline)
     cands = found.found
     if not cands:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",

@@ -10,7 +10,7 @@ left room for one recipe, so ``greedy`` and ``zb-v`` never ran and ``auto`` retu
 - a fixed recipe (a closed-form order, :mod:`pipesched.solver.heuristics.classic`) costs one
   simulation and validation, :data:`FIXED_RECIPE_S_PER_OP`; any other heuristic ``RECIPE_S_PER_OP``;
 - when all of them together fit ``HEURISTIC_SHARE`` of the nominal limit they all run, whatever the
-  grid took and whatever the clock says (their estimated cost is then charged to the plan,
+  grid took (the clock only skips one that would end past the method's deadline, and says so) (their estimated cost is then charged to the plan,
   :attr:`Candidates.spent`, so the later phases plan with what is really left); otherwise (very
   large problems or tiny limits) the cheapest run first while they fit the share the grid left,
   with the clock as the safety net (``stop``) once some order was found.
@@ -77,9 +77,11 @@ def _run(problem: Problem, inst: Instance, options: SolveOptions, names: list[st
 
 
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
-                         stop: float = float("inf"), bound: float = 0.0) -> Candidates:
+                         stop: float = float("inf"), bound: float = 0.0,
+                         deadline: float = float("inf")) -> Candidates:
     """The grid (sized for :func:`~pipesched.solver.budget.grid_share` of the nominal limit), then the recipes (see the module
-    docstring; skipped when the grid already meets ``bound``), then the hint."""
+    docstring; skipped when the grid already meets ``bound``), then the hint. ``stop`` is the heuristics'
+    wall net, ``deadline`` the method's: a recipe that would end past it is skipped and reported."""
     limit = options.time_limit_s
     out = grid_starts(inst, grid_share(inst) * limit, deadline=stop)
     spent = grid_share(inst) * limit
@@ -87,9 +89,13 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
         return Candidates(out, HEURISTIC_SHARE * limit)
     recipes = applicable_recipes(problem, inst.num_ops)
     total = sum(c for c, _ in recipes)
-    if total <= HEURISTIC_SHARE * limit:  # all of them, unconditionally: auto is never worse than one
+    if total <= HEURISTIC_SHARE * limit:  # all of them: auto is never worse than one ...
         spent += total
-        out += _run(problem, inst, options, [name for _, name in recipes])
+        for cost, name in recipes:  # ... unless the method's wall deadline would pass (then it says so)
+            if out and time.perf_counter() + cost > deadline:
+                note_wall_cut("recipes")
+                continue
+            out += _run(problem, inst, options, [name])
     else:  # cheapest first while they fit what the grid left of the share; the clock is the net
         for cost, name in recipes:
             if out and spent + cost > HEURISTIC_SHARE * limit:
