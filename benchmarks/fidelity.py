@@ -50,6 +50,7 @@ from pipesched.runtime.profile_layers import (
     profile_layers,
     profile_link,
 )
+from pipesched.runtime.shared_cores import shared_cores_makespan
 from pipesched.runtime.split_backward import backward_input
 from pipesched.runtime.transformer import (
     TinyTransformer,
@@ -137,10 +138,14 @@ def run(args: argparse.Namespace) -> str:
         "order re-timed with costs profiled on the whole stages (``pipesched.runtime.profile``), which "
         "includes what a stage costs beyond the sum of its layers.",
         "",
+        "Cores shared: the same order re-timed with the layer profiles (no factor) when the p ranks share "
+        "p / factor cores, each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``): "
+        "the uniform factor assumes every rank is always busy; ramps and bubbles have fewer.",
+        "",
         "| p | method | v | predicted step (ms) | measured step (ms) | error | predicted from stages (ms) | "
-        "its error | predicted bubble | measured bubble | busiest rank: predicted / measured compute (ms) | "
-        "within 15% | off |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "its error | cores shared (ms) | its error | predicted bubble | measured bubble | busiest rank: predicted / "
+        "measured compute (ms) | within 15% | off |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     orders: list[str] = []
     plans: list[str] = []
@@ -154,24 +159,28 @@ def run(args: argparse.Namespace) -> str:
             split = even_split(len(layers), p if placement == "dual" else p * v)  # dual: p model stages, twice
             problem = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link, contention)
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
-            rows.append((method, v, schedule))
+            bare = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link)
+            rows.append((method, v, schedule, bare))
             jobs.append((schedule.model_dump_json(), split))
         planned = _planned_split(model, p, args.microbatches, link, args.time_limit)
         if planned is not None:  # the same method on the split planning chose
             problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link, contention)
-            rows.append(("auto (planned split)", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit))))
+            bare = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
+            rows.append(("auto (planned split)", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit)),
+                         bare))
             jobs.append((rows[-1][2].model_dump_json(), planned))
         load = os.getloadavg()[0]  # other work on the machine competes with the ranks for cores
         results = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg),
                                               args.microbatches * args.microbatch_size, args.steps,
                                               timeout_s=args.timeout)]
         measured = []
-        for j, (method, v, schedule) in enumerate(rows):
+        for j, (method, v, schedule, bare) in enumerate(rows):
             split = [tuple(x) for x in jobs[j][1]]
             if tuple(split) not in stage_costs:
                 stage_costs[tuple(split)] = _stage_profile(layers, split, x, y, args.repeats)
             by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
-            row = _row(p, method, v, schedule, [r[j] for r in results], by_stage, load, contention)
+            shared = shared_cores_makespan(from_order(bare, method, schedule.order()), contention)
+            row = _row(p, method, v, schedule, [r[j] for r in results], by_stage, shared, load, contention)
             measured.append((method, schedule.makespan, row[0]))
             lines.append(row[1])
         orders.append(_order_check(p, measured))
@@ -185,13 +194,13 @@ def run(args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], by_stage: float,
+def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], by_stage: float, shared: float,
          load: float, contention: float) -> tuple[float, str]:
     """(measured step ms, table row) of one replayed schedule; ``off`` names the term that misses."""
     step = 1e3 * max(r["step_s"] for r in ranks)
     busy = [1e3 * r["busy_s"] for r in ranks]
     bubble = 1 - sum(busy) / (p * step)
-    err, err_stage = (step - schedule.makespan) / step, (step - by_stage) / step
+    err, err_stage, err_shared = ((step - x) / step for x in (schedule.makespan, by_stage, shared))
     pred_busy, meas_busy = _busiest_work(schedule), max(busy)
     ok = abs(err) <= TARGET_ERROR
     cores = os.cpu_count() or 1
@@ -199,11 +208,14 @@ def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], by_
     contended = (f"p > cores, measured × {contention:.2f}" if p > cores else
                  f"load {load:.1f} on {cores} cores" if load > cores else "")
     term = ("compute: a stage costs more than its layers" if abs(err_stage) <= TARGET_ERROR else
+            "contention: the uniform factor is off (cores shared: within 15%)"
+            if contended and abs(err_shared) <= TARGET_ERROR else
             f"contention ({contended}; busiest rank's compute {100 * (meas_busy / pred_busy - 1):+.0f}%)"
             if compute_off and contended else "compute" if compute_off else
             "comm/overhead" + (f" (under contention: {contended})" if contended else ""))
     return step, (f"| {p} | {method} | {v} | {schedule.makespan:.2f} | {step:.2f} | {100 * err:+.1f}% | "
-                  f"{by_stage:.2f} | {100 * err_stage:+.1f}% | {schedule.bubble_ratio:.3f} | {bubble:.3f} | "
+                  f"{by_stage:.2f} | {100 * err_stage:+.1f}% | {shared:.2f} | {100 * err_shared:+.1f}% | "
+                  f"{schedule.bubble_ratio:.3f} | {bubble:.3f} | "
                   f"{pred_busy:.2f} / {meas_busy:.2f} | {'yes' if ok else 'no'} | "
                   f"{'' if ok else term} |")
 

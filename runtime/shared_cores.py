@@ -1,0 +1,77 @@
+"""Re-time a schedule's order when its ranks share fewer cores than there are ranks.
+
+The contention factor ``f`` (:func:`pipesched.runtime.contention.contention_factor`) is measured with
+every rank computing at once, so multiplying every op by it assumes all ``p`` ranks are always
+busy. In a pipeline they are not: in the ramp-up, the drain and every bubble fewer ranks compete,
+and those run faster. This model takes ``f`` as the measure of the machine instead: ``p`` ranks
+computing at once get ``C = p / f`` cores' worth of compute, and whenever ``k`` ranks are busy each
+runs at speed ``min(1, C / k)`` (processor sharing). The schedule's per-device order and its
+dependencies (with ``comm`` after a cross-device edge) are replayed event by event under that rule;
+the result is the step that order takes on the shared machine. With ``f = 1`` it is the schedule's
+own makespan (a paired F&B runs as its two ops in sequence, as the CPU runtime does).
+
+torch-free: it reads only the schedule.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pipesched.solver.core.instance import Instance, OpId
+from pipesched.solver.core.schedule import Schedule
+
+_EPS = 1e-12
+
+
+def shared_cores_makespan(schedule: Schedule, contention: float) -> float:
+    """The makespan of ``schedule``'s per-device order when its ``p`` ranks share ``p / contention``
+    cores (``contention >= 1``), each of ``k`` busy ranks running at ``min(1, cores / k)``."""
+    if contention < 1.0 or not math.isfinite(contention):
+        raise ValueError(f"contention must be a finite factor >= 1 (got {contention})")
+    inst = Instance.from_problem(schedule.problem)
+    p = inst.devices
+    cores = p / contention
+    order = schedule.order()
+    end: dict[OpId, float] = {}
+    nxt = [0] * p  # index of each device's next op
+    running: dict[int, tuple[OpId, float]] = {}  # device -> (op, remaining work)
+    t = 0.0
+    total = sum(len(o) for o in order)
+    while len(end) < total:
+        # start every op whose device is free and whose inputs have arrived by t
+        waits: list[float] = []
+        for d in range(p):
+            if d in running or nxt[d] >= len(order[d]):
+                continue
+            op = order[d][nxt[d]]
+            ready = _ready(inst, op, end)
+            if ready is None:
+                continue  # a predecessor has not ended yet
+            if ready <= t + _EPS:
+                running[d] = (op, inst.cost(op))
+                nxt[d] += 1
+            else:
+                waits.append(ready)
+        if not running and not waits:
+            raise ValueError("the schedule's order deadlocks: no op can start")
+        speed = min(1.0, cores / len(running)) if running else 1.0
+        step = min([rem / speed for _, rem in running.values()] + [w - t for w in waits])
+        t += step
+        for d, (op, rem) in list(running.items()):
+            rem -= step * speed
+            if rem <= _EPS:
+                end[op] = t
+                del running[d]
+            else:
+                running[d] = (op, rem)
+    return t
+
+
+def _ready(inst: Instance, op: OpId, end: dict[OpId, float]) -> float | None:
+    """When ``op``'s inputs are there (its predecessors' ends + lags), or None if one has not ended."""
+    ready = 0.0
+    for pred, lag in inst.predecessors(op):
+        if pred not in end:
+            return None
+        ready = max(ready, end[pred] + lag)
+    return ready

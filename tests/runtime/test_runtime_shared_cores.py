@@ -1,0 +1,41 @@
+"""The cores-shared re-timing: the schedule's own makespan with a core per rank, and between that
+and the uniformly scaled makespan when ranks share cores."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipesched.runtime.shared_cores import shared_cores_makespan
+from pipesched.solver import Problem, solve
+
+COSTS = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.0, 1.0, 2.0, 1.5],
+         "backward_weight": [0.5, 1.0, 0.5, 1.0], "comm": 0.25}
+CASES = [(Problem(devices=4, microbatches=8, costs=COSTS), "1f1b"),
+         (Problem(devices=4, microbatches=8, costs=COSTS), "zb-h1"),
+         (Problem(devices=4, microbatches=8, costs=COSTS), "gpipe"),
+         (Problem(devices=2, microbatches=6, stages_per_device=2, placement="v", costs=COSTS), "zb-v"),
+         (Problem(devices=4, microbatches=8, stages_per_device=2, placement="dual",
+                  costs=COSTS), "dualpipe")]
+
+
+@pytest.mark.parametrize("problem, method", CASES, ids=[m for _, m in CASES])
+def test_a_core_per_rank_gives_the_schedules_own_makespan(problem: Problem, method: str) -> None:
+    schedule = solve(problem, method)
+    assert shared_cores_makespan(schedule, 1.0) == pytest.approx(schedule.makespan, rel=1e-9)
+
+
+@pytest.mark.parametrize("problem, method", CASES, ids=[m for _, m in CASES])
+@pytest.mark.parametrize("factor", [1.5, 2.0, 4.0])
+def test_shared_cores_cost_more_than_a_core_each_and_less_than_scaling_every_op(problem: Problem, method: str,
+                                                                                factor: float) -> None:
+    schedule = solve(problem, method)
+    got = shared_cores_makespan(schedule, factor)
+    assert schedule.makespan < got <= factor * schedule.makespan + 1e-9
+    if factor == problem.devices:  # one core in all: nothing runs in parallel
+        work = sum(o.end - o.start for o in schedule.ops)
+        assert got >= work - 1e-9
+
+
+def test_a_factor_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="contention must be a finite factor >= 1"):
+        shared_cores_makespan(solve(Problem(devices=2, microbatches=2), "1f1b"), 0.5)
