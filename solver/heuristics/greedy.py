@@ -25,7 +25,7 @@ Policies (the exact solver takes the best of them, :data:`POLICIES`):
   keeps the next device fed while backwards drain; under a limit of p it rebuilds ZB-H1);
 * ``follow-lean`` and ``follow-wide``: run a recipe's per-device order (the lean one: ZB-H1, 1F1B
   when fused, interleaved 1F1B, ZB-V, DualPipe-V when fused; the wide one: ZB-H2, DualPipe-V on
-  the V placement), waiting for its next op as the recipe does; when memory forbids that op, run the earliest later op that fits instead. Within the
+  the V placement; DualPipe on the dual placement), waiting for its next op as the recipe does; when memory forbids that op, run the earliest later op that fits instead. Within the
   recipe's own peak this is the recipe; under a tighter limit it is the recipe bent to fit (and
   if strict waiting ever leaves every device idle, the rest is scheduled without waiting);
 * ``headroom`` and ``alternate-headroom``: as ``default`` / ``alternate``, but a microbatch new to
@@ -80,6 +80,8 @@ POLICIES: dict[str, Policy] = {
 
 def reference_recipe(inst: Instance, family: str) -> str:
     """The recipe a ``follow-*`` policy adapts: the leanest in memory, or one that holds more."""
+    if inst.dual:
+        return "dualpipe"
     if inst.placement == "v":
         return "zb-v" if inst.split_backward and family == "lean" else "dualpipe-v"
     if inst.stages_per_device > 1:
@@ -90,13 +92,14 @@ def reference_recipe(inst: Instance, family: str) -> str:
 
 
 def _reference_order(inst: Instance, recipe: str) -> Order:
+    from .classic.dualpipe import dualpipe_order
     from .classic.dualpipe_v import dualpipe_v_order
     from .classic.interleaved import interleaved_order
     from .classic.one_f_one_b import one_f_one_b_order
     from .classic.zb_h import zb_h1_order, zb_h2_order
     from .classic.zb_v import zb_v_order
 
-    build = {"zb-v": zb_v_order, "dualpipe-v": dualpipe_v_order, "interleaved-1f1b": interleaved_order,
+    build = {"zb-v": zb_v_order, "dualpipe-v": dualpipe_v_order, "dualpipe": dualpipe_order, "interleaved-1f1b": interleaved_order,
              "1f1b": one_f_one_b_order, "zb-h1": zb_h1_order, "zb-h2": zb_h2_order}
     return build[recipe](inst)
 
