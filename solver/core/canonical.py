@@ -68,7 +68,7 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
     request the service sees.
     """
     c, m = problem.costs, problem.memory
-    costs = {"backward_input": c.backward_input, "backward_weight": c.backward_weight, "comm": _number(c.comm),
+    costs = {"backward_input": c.backward_input, "backward_weight": c.backward_weight, "comm": _collapse(c.comm),
              "forward": c.forward}
     memory = {"backward_input": m.backward_input, "backward_weight": m.backward_weight, "forward": m.forward,
               "limit": _collapse(m.limit)}
@@ -81,6 +81,9 @@ def canonical_problem(problem: Problem) -> dict[str, Any]:
     for field in _PER_STAGE:
         costs[field] = _collapse(costs[field])
         memory[field] = _collapse(memory[field])
+    transient = _collapse(m.backward_input_transient)
+    if transient != 0.0:  # only when set, so every key made before the field existed still matches
+        memory["backward_input_transient"] = transient
     if c.overlap_fb is not None:  # absent (no F&B pairs) writes no key: older keys are unchanged
         costs["overlap_fb"] = _collapse(c.overlap_fb)
         costs = dict(sorted(costs.items()))

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Literal, NamedTuple
 
 from .problem import Problem
+from .transients import reserve_transients
 
 Kind = Literal["F", "B", "W"]
 KINDS: tuple[Kind, ...] = ("F", "B", "W")
@@ -62,12 +63,19 @@ class Instance:
     device_of_stage: tuple[int, ...]
     duration: dict[str, tuple[float, ...]]  # kind -> per-stage duration
     delta: dict[str, tuple[float, ...]]  # kind -> per-stage memory delta
-    limit: tuple[float, ...]  # per device; math.inf when uncapped
+    limit: tuple[float, ...]  # per device, what methods schedule against; math.inf when uncapped
     #: Microbatches ``0..split-1`` run through stages ``0..p-1`` (the downward copy), the rest through
     #: ``p..2p-1``; only "dual" makes this differ from ``microbatches`` (then every op belongs to one copy).
     split: int = -1
     #: ``costs.overlap_fb`` per stage id (the factor read at a pair's forward), or None: no F&B pairs.
     overlap: tuple[float, ...] | None = None
+    #: Per model stage boundary (``comm`` is then their largest); empty: ``comm`` on every boundary.
+    comms: tuple[float, ...] = ()
+    #: Per stage id, memory live only while its B runs (recompute); empty: none.
+    transient: tuple[float, ...] = ()
+    #: Per device, the problem's memory limit when ``limit`` keeps back the device's largest transient
+    #: for methods that do not model transients (:mod:`pipesched.solver.core.transients`); empty: ``limit``.
+    cap: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.split < 0:
@@ -91,6 +99,11 @@ class Instance:
             limit = tuple(float(x) for x in mem.limit)
         else:
             limit = (float(mem.limit),) * problem.devices
+        comms = tuple(float(x) for x in c.comm) if isinstance(c.comm, list) else ()
+        transient = _expand(mem.backward_input_transient, stages, dual)
+        transient = transient if any(transient) else ()
+        cap, limit = reserve_transients(limit, transient, [stage_device(s, problem.devices, problem.placement)
+                                                           for s in range(stages)])
         return cls(
             devices=problem.devices,
             microbatches=problem.microbatches,
@@ -98,13 +111,16 @@ class Instance:
             placement=problem.placement,
             split_backward=problem.split_backward,
             objective=problem.objective,
-            comm=float(c.comm),
+            comm=max(comms, default=0.0) if isinstance(c.comm, list) else float(c.comm),
             device_of_stage=tuple(stage_device(s, problem.devices, problem.placement) for s in range(stages)),
             duration=duration,
             delta=delta,
             limit=limit,
             split=problem.down_microbatches,
             overlap=None if c.overlap_fb is None else _expand(c.overlap_fb, stages, dual),
+            comms=comms,
+            transient=transient,
+            cap=cap,
         )
 
     # ----------------------------------------------------------------- structure
@@ -172,7 +188,9 @@ class Instance:
                 device_of_stage=tuple(self.device_of_stage[s] for s in stages),
                 duration={k: tuple(v[s] for s in stages) for k, v in self.duration.items()},
                 delta={k: tuple(v[s] for s in stages) for k, v in self.delta.items()},
-                limit=self.limit,
+                limit=self.limit, comms=self.comms,
+                transient=tuple(self.transient[s] for s in stages) if self.transient else (),
+                cap=self.cap,
             ))
         return out
 
@@ -217,8 +235,26 @@ class Instance:
         return replace(self, duration=duration, overlap=None)
 
     def link(self, a: int, b: int) -> float:
-        """Latency between stages ``a`` and ``b`` (0 when they share a device)."""
-        return 0.0 if self.device_of_stage[a] == self.device_of_stage[b] else self.comm
+        """Latency between consecutive stages ``a`` and ``b`` (0 when they share a device): ``comm``, or
+        the entry of their model boundary (under "dual" both copies share the model's boundaries)."""
+        if self.device_of_stage[a] == self.device_of_stage[b]:
+            return 0.0
+        return self.comms[model_stage(min(a, b), self.devices, self.placement)] if self.comms else self.comm
+
+    def surge(self, op: OpId) -> float:
+        """Memory live only while ``op`` runs: its stage's transient for a B, else 0."""
+        return self.transient[op.stage] if self.transient and op.kind == "B" else 0.0
+
+    def memory_cap(self, device: int) -> float:
+        """The problem's limit of ``device``: what peaks (transients included) are checked against."""
+        return self.cap[device] if self.cap else self.limit[device]
+
+    def relaxed(self) -> Instance:
+        """Without transients and with the problem's limits: a relaxation (every schedule of this
+        instance is one of it), so its lower bounds and infeasibility proofs hold here too."""
+        if not self.transient:
+            return self
+        return replace(self, limit=self.cap or self.limit, cap=(), transient=())
 
     def predecessors(self, op: OpId) -> list[tuple[OpId, float]]:
         """The ops that must end before ``op`` starts, each with the lag (comm) after its end.

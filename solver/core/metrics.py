@@ -29,22 +29,23 @@ def objective_value(inst: Instance, start: Mapping[OpId, float]) -> float:
     return makespan(inst, start)
 
 
-def peak_memory(inst: Instance, order: Sequence[Sequence[OpId]]) -> list[float]:
+def peak_memory(inst: Instance, order: Sequence[Sequence[OpId]], *, transients: bool = False) -> list[float]:
     """Highest live activation memory on each device for ops run in ``order``.
 
     Ops on a device never overlap, so memory follows the order alone: a positive delta is
-    held from the op's start, a negative one is released at its end.
+    held from the op's start, a negative one is released at its end. With ``transients`` a B's
+    transient (:meth:`Instance.surge`) is live while it runs: the figure a schedule reports and the
+    validator checks against the problem's limit; without, the level methods keep under
+    ``Instance.limit`` (which holds the transients back, :mod:`.transients`).
     """
     peaks = []
     for ops in order:
         live = peak = 0.0
         for op in ops:
-            delta = inst.mem(op)
-            if delta > 0:
-                live += delta
-                peak = max(peak, live)
-            else:
-                live += delta
+            delta, surge = inst.mem(op), (inst.surge(op) if transients else 0.0)
+            if delta > 0 or surge > 0:
+                peak = max(peak, live + max(delta, 0.0) + surge)
+            live += delta
         peaks.append(peak)
     return peaks
 

@@ -83,7 +83,9 @@ class Costs(BaseModel):
     forward: PerStage = 1.0
     backward_input: PerStage = 1.0
     backward_weight: PerStage = 1.0
-    comm: Number = Field(0.0, description="Point-to-point latency between consecutive stages on different devices.")
+    comm: Number | list[Number] = Field(0.0, description=(
+        "Point-to-point latency between consecutive stages on different devices: one number, or one per "
+        "model stage boundary (S - 1 entries, entry k between stage k and k + 1; p - 1 under 'dual')."))
     overlap_fb: PerStage | None = Field(None, description=(
         "Overlapped F&B (DualPipe): a device may run one F and one B as one combined op lasting "
         "max(F, B, overlap_fb[stage of the F] * (F + B)); each factor in (0, 1]; absent: no overlap."))
@@ -100,6 +102,9 @@ class Memory(BaseModel):
     forward: PerStage = 1.0
     backward_input: PerStage = 0.0
     backward_weight: PerStage = -1.0
+    backward_input_transient: PerStage = Field(0.0, description=(
+        "Extra memory live only while a stage's B runs (>= 0; e.g. the forward activations activation "
+        "checkpointing re-materialises): taken at B's start, given back at its end."))
     limit: Number | list[Number] | str | None = Field(None, description=(
         "Per-device cap: null (none), one number, one per device, or a multiple of 1F1B's per-device peak "
         "such as '1.5x1f1b', resolved into one number per device when the problem is validated."))
@@ -316,8 +321,9 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
         errs, costs[field] = _per_stage(f"costs.{field}", getattr(problem.costs, field), stages, non_negative=True,
                                         dual=dual)
         errors += errs
-    if (e := number_error("costs.comm", problem.costs.comm, non_negative=True)) is not None:
-        errors.append(e)
+    errors += _comm_errors(problem.costs.comm, stages)
+    errors += _per_stage("memory.backward_input_transient", problem.memory.backward_input_transient, stages,
+                         non_negative=True, dual=dual)[0]
     if problem.costs.overlap_fb is not None:
         errs, factors = _per_stage("costs.overlap_fb", problem.costs.overlap_fb, stages, non_negative=True, dual=dual)
         errors += errs
@@ -349,6 +355,17 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
             if (e := number_error(where, x, non_negative=True)) is not None:
                 errors.append(e)
     return errors
+
+
+def _comm_errors(comm: float | list[float], stages: int) -> list[str]:
+    """``costs.comm``: one latency, or one per boundary between consecutive model stages."""
+    if not isinstance(comm, list):
+        e = number_error("costs.comm", comm, non_negative=True)
+        return [e] if e else []
+    if len(comm) != max(stages - 1, 0):
+        return [f"costs.comm has {len(comm)} entries but the model's {stages} stages have {stages - 1} boundaries "
+                "(entry k between stage k and k + 1), or give one number"]
+    return [e for k, x in enumerate(comm) if (e := number_error(f"costs.comm[{k}]", x, non_negative=True))]
 
 
 def _dual_errors(problem: Problem) -> list[str]:

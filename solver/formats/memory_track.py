@@ -46,13 +46,19 @@ def memory_tracks(schedule: Schedule) -> list[Track]:
         level = peak = 0.0
         steps: list[tuple[float, float]] = [(0.0, 0.0)]
         for op in sorted(ops, key=execution_key):
-            delta = inst.mem(op.id)
+            delta, surge = inst.mem(op.id), inst.surge(op.id)
+            if surge > 0:  # a recompute transient: live from B's start to its end
+                steps.append((op.start, level + max(delta, 0.0) + surge))
+                peak = max(peak, steps[-1][1])
+                level += delta
+                steps.append((op.end, level))
+                continue
             if delta == 0:
                 continue
             level += delta
             steps.append((op.start if delta > 0 else op.end, level))
             peak = max(peak, level)
-        tracks.append(Track(steps, peak, inst.limit[d]))
+        tracks.append(Track(steps, peak, inst.memory_cap(d)))
     return tracks
 
 

@@ -102,7 +102,7 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
     second = (
         f"p={p.devices} devices · m={p.microbatches} microbatches · v={p.stages_per_device} "
         f"({p.placement} placement) · {'split' if p.split_backward else 'fused'} backward · "
-        f"comm {_figure(p.costs.comm)}"
+        f"comm {_figure(p.costs.comm) if not isinstance(p.costs.comm, list) else 'per boundary'}"
     )
     if p.placement == "dual":
         second += f" · full colour = downward stream (microbatches 0..{p.down_microbatches - 1}), lighter = upward"

@@ -1,19 +1,17 @@
-"""The Problem a split induces: stage sums, per-device activation limits and one comm lag.
+"""The Problem a split induces: stage sums, per-device limits, comm per boundary, recompute transients.
 
 A *split* cuts the expanded layers into ``S = devices × stages_per_device`` non-empty contiguous
 ranges, stage ``s`` holding ``[bounds[s], bounds[s+1])`` on device ``stage_device(s)`` (``s % p`` for
 loop, the V fold for ``v``), with a recompute flag per stage.
 
-Two simplifications keep every reported step time *safe* (an upper bound on the true one) while the
-Problem has one scalar comm and no transient:
+- ``costs.comm`` has one entry per stage boundary: ``link.time(output of stage k's last layer)`` between
+  stages ``k`` and ``k + 1`` on different devices, 0 where they share one (the V turn).
+- ``memory.backward_input_transient`` is, per recomputed stage, its layers' full ``memory.forward``: live
+  again while that stage's B re-runs its forward. The validator and the reported peaks see it exactly;
+  methods schedule under limits that keep each device's largest transient back
+  (:mod:`pipesched.solver.core.transients`), so every method's schedule fits.
 
-- ``comm`` is the largest ``link.time(output)`` over boundaries between different devices. Lags only
-  delay successors, so a schedule valid under the largest lag is valid under the true smaller ones.
-- The recompute transient (while a recomputing stage's B runs, its layers' full ``memory.forward`` is
-  live again) is reserved in the device's limit: at most one B runs on a device at a time, so the true
-  peak is at most the scheduled activations plus the device's largest transient.
-
-The limit of device d is ``memory_per_device[d] − Σ static(stages on d) − max transient(stages on d)``.
+The limit of device d is ``memory_per_device[d] − Σ static(stages on d)``.
 """
 
 from __future__ import annotations
@@ -93,8 +91,9 @@ def _heaviest(layers: list[ExpandedLayer], r: range, key: str) -> str:
 
 def device_limits(layers: list[ExpandedLayer], cluster: Cluster, split: Split,
                   sums: list[StageSums]) -> list[float | None]:
-    """Each device's activation limit (None when memory is unbounded); raises :class:`InfeasibleSplit`
-    when static memory alone, or one microbatch, does not fit."""
+    """Each device's activation limit, its memory less its stages' static memory (None when memory is
+    unbounded); raises :class:`InfeasibleSplit` when static memory alone, or one microbatch under the
+    limit less the device's largest transient (what methods schedule against), does not fit."""
     where = stage_devices(cluster)
     limits: list[float | None] = []
     for d in range(cluster.devices):
@@ -105,7 +104,7 @@ def device_limits(layers: list[ExpandedLayer], cluster: Cluster, split: Split,
             continue
         static = math.fsum(sums[s].static for s in mine)
         transient = max((sums[s].transient for s in mine), default=0.0)
-        limit = tidy(total - static - transient)
+        limit = tidy(total - static - transient)  # what methods schedule against (core/transients.py)
         span = ", ".join(f"[{split.bounds[s]}, {split.bounds[s + 1]})" for s in mine)
         if total - static < 0:
             heavy = _heaviest(layers, range(split.bounds[mine[0]], split.bounds[mine[0] + 1]), "static")
@@ -120,7 +119,7 @@ def device_limits(layers: list[ExpandedLayer], cluster: Cluster, split: Split,
                 f"device {d}: one microbatch needs {need:g} of activations (layers {span}, heaviest {heavy}) "
                 f"but only {limit:g} is left after static {static:g} and recompute transient {transient:g} "
                 f"of memory {total:g}")
-        limits.append(limit)
+        limits.append(tidy(total - static))
     return limits
 
 
@@ -132,17 +131,19 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
     sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
             for s in range(split.num_stages)]
     where = stage_devices(cluster)
-    comm = max((cluster.link.time(sums[s].output) for s in range(split.num_stages - 1)
-                if where[s] != where[s + 1]), default=0.0)
+    comm = [tidy(cluster.link.time(sums[s].output)) if where[s] != where[s + 1] else 0.0
+            for s in range(split.num_stages - 1)]
+    transient = [x.transient for x in sums]
     limits = device_limits(layers, cluster, split, sums)
     limit = None if cluster.memory_per_device is None else [float(x) for x in limits if x is not None]
     return Problem(
         devices=cluster.devices, microbatches=microbatches, stages_per_device=cluster.stages_per_device,
         placement=cluster.placement, split_backward=cluster.split_backward, objective=cluster.objective,
         costs=Costs(forward=[x.forward for x in sums], backward_input=[x.backward_input for x in sums],
-                    backward_weight=[x.backward_weight for x in sums], comm=tidy(comm)),
+                    backward_weight=[x.backward_weight for x in sums], comm=comm if comm else 0.0),
         memory=Memory(forward=[x.d_forward for x in sums], backward_input=[x.d_backward_input for x in sums],
-                      backward_weight=[x.d_backward_weight for x in sums], limit=limit),
+                      backward_weight=[x.d_backward_weight for x in sums], limit=limit,
+                      backward_input_transient=transient if any(transient) else 0.0),
     )
 
 

@@ -65,8 +65,8 @@ class Plan(BaseModel):
     step_time: float | None = None
     lower_bound: float | None = None
     lower_bound_derivation: str = ""
-    peak_memory: list[float] = Field(default_factory=list, description="Per device: static + activations + "
-                                     "the recompute transient reserved.")
+    peak_memory: list[float] = Field(default_factory=list, description="Per device: static + activations, "
+                                     "recompute transients included.")
     baselines: list[Baseline] = Field(default_factory=list)
     exports: Exports | None = None
     candidates: int = Field(0, description="Distinct splits scheduled.")

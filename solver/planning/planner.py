@@ -21,7 +21,7 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
 
 ``lower_bound`` (:mod:`.bound`) holds for every split, so ``status`` is ``optimal`` only when the plan
-meets it; reported step times are safe (an upper bound, see :mod:`.induce`).
+meets it.
 """
 
 from __future__ import annotations
@@ -225,11 +225,11 @@ def _stages(cluster: Cluster, split: Split) -> list[PlanStage]:
 
 
 def _peak_memory(layers: list[ExpandedLayer], cluster: Cluster, split: Split, schedule: Schedule) -> list[float]:
+    """Static memory plus the schedule's peak (recompute transients included, as the validator sees them)."""
     where = stage_devices(cluster)
     sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
             for s in range(split.num_stages)]
     return [schedule.peak_memory[d] + math.fsum(sums[s].static for s in range(len(sums)) if where[s] == d)
-            + max((sums[s].transient for s in range(len(sums)) if where[s] == d), default=0.0)
             for d in range(cluster.devices)]
 
 

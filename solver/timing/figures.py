@@ -49,7 +49,8 @@ def ops_peaks(order: Sequence[Sequence[OpId]], inst: Instance) -> list[float]:
     peaks = []
     for ops in order:
         levels = list(accumulate((inst.mem(op) for op in ops), initial=0.0))
-        taken = [lvl for lvl, op in zip(levels[1:], ops, strict=True) if inst.mem(op) > 0]
+        taken = [lvl + max(inst.mem(op), 0.0) + inst.surge(op) for lvl, op in zip(levels, ops, strict=False)
+                 if inst.mem(op) > 0 or inst.surge(op) > 0]  # a B's transient is live while it runs
         peaks.append(max(taken, default=0.0))
     return peaks
 

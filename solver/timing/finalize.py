@@ -13,6 +13,7 @@ from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.problem import Problem
 from ..core.schedule import Schedule, ScheduledOp, Status, execution_key
 from ..core.tolerance import slack, within_cap
+from ..core.transients import reserves_transients
 from .retime import compact
 from .validate import validate
 
@@ -70,7 +71,9 @@ def finalize(
             f"method {method!r} handed a lower_bound {lower_bound!r} above the objective {objective!r} "
             "its own schedule achieves: that bound is wrong"
         )
-    closed_form = combinatorial_bound(inst)  # checked against the objective once the schedule validates
+    if inst.transient and inst.cap:  # solved under limits that keep the transients back: no proof of
+        status, lower_bound = ("feasible" if status == "optimal" else status), None  # the problem itself
+    closed_form = combinatorial_bound(inst.relaxed())  # checked against the objective once it validates
     bound = max(closed_form, lower_bound if lower_bound is not None else closed_form)
     status = status_source(status, objective, closed_form)[0]
     bound = objective if status == "optimal" else min(bound, objective)  # equal up to slack(objective)
@@ -81,7 +84,7 @@ def finalize(
         makespan=round(makespan(inst, start), TIME_DECIMALS),
         objective_value=round(objective, TIME_DECIMALS),
         lower_bound=round(bound, TIME_DECIMALS),
-        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, _order_of(inst, ops))],
+        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, _order_of(inst, ops), transients=True)],
         bubble_ratio=round(bubble_ratio(inst, objective), TIME_DECIMALS),
         solve_time_s=round(solve_time_s, 6),
         ops=ops,
@@ -142,6 +145,9 @@ def from_order(
 def no_schedule(problem: Problem, method: str, status: Status, reason: str, *, lower_bound: float | None = None,
                 solve_time_s: float = 0.0) -> Schedule:
     """An infeasible or timed-out answer: no ops, and a reason in words."""
+    if status == "infeasible" and reserves_transients(problem):
+        status, reason = "timeout", f"{reason} (under limits that keep each device's largest recompute " \
+            "transient back, so not proven for the problem itself)"
     return Schedule(problem=problem, method=method, status=status, reason=reason, lower_bound=lower_bound,
                     solve_time_s=round(solve_time_s, 6))
 

@@ -92,7 +92,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
                 errors.append(f"device {d}: {b} starts at {start[b]:g} while {a} runs until {a_end:g}")
 
     peaks = ops_peaks(order, inst)
-    for d, (peak, cap) in enumerate(zip(peaks, inst.limit, strict=True)):
+    for d, (peak, cap) in enumerate(zip(peaks, map(inst.memory_cap, range(inst.devices)), strict=True)):
         if peak > cap + RELATIVE_TOLERANCE * max(1.0, abs(cap)):
             errors.append(f"device {d}: activation memory peaks at {peak:g}, above its limit {cap:g}")
 
