@@ -30,6 +30,7 @@ from ...budget import (
     retime_cost,
     wall_cuts,
 )
+from ...core.errors import InvalidScheduleError
 from ...core.instance import Instance, OpId
 from ...core.ops import dependency_rank
 from ...core.problem import Problem
@@ -188,9 +189,15 @@ def solve_model(
     res = _read(inst, sc, cm, solver, status, incumbent, relaxed=graph is not None or extra is not None)
     if graph is not None:  # a relaxation's incumbent is no schedule of the problem
         return res
+    # CP-SAT's OPTIMAL may be reached AT the ``Z >= lb`` cut: that proof is then exactly as good as
+    # ``lb`` (every bound passed here is brute-force tested: tests/solver/test_cpsat_cut_proofs.py). A
+    # schedule found below ``lb`` shows ``lb`` wrong, and capping it would turn that bug into a false
+    # "optimal", so it raises, as finalize does for a bound above the objective.
+    if lb > res.incumbent.objective + slack(res.incumbent.objective):
+        raise InvalidScheduleError(
+            f"the lower bound {lb!r} given to CP-SAT as its Z >= cut is above the objective "
+            f"{res.incumbent.objective!r} of a schedule the search found: that bound is wrong")
     bound = min(max(res.bound or 0.0, lb), res.incumbent.objective)
-    # Only CP-SAT's own OPTIMAL counts as proof here: ``lb`` is also the model's ``Z >=`` cut, so a gap
-    # it closes would prove itself; finalize upgrades on the closed-form bounds it computes alone.
     return CpsatResult(res.incumbent, res.proven_optimal, bound)
 
 
