@@ -80,7 +80,9 @@ def _child(p: int, m: int, profile: str, mode: str, limit: float) -> dict:
 def measure(p: int, m: int, profile: str, mode: str, limit: float) -> dict:
     """Run :func:`_child` in a fresh interpreter and return its figures."""
     cmd = [sys.executable, __file__, "--child", f"{p},{m},{profile},{mode},{limit}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[1:])} failed: " + (out.stderr.strip().splitlines() or ["?"])[-1])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

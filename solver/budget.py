@@ -133,9 +133,23 @@ def retime_cost(inst: Instance) -> float:
     return RETIME_S_PER_OP * ops if exact else COMPACT_S_PER_OP * ops
 
 
-def finish_margin(inst: Instance) -> float:
-    """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count)."""
-    return FINISH_S + (FINISH_S_PER_OP + FINALIZE_S_PER_OP) * inst.num_ops
+#: The per-op costs here are idle-core figures about doubled for a shared machine: the slowdown they cover.
+SHARED_SLOWDOWN = 2.0
+#: Least wall seconds a phase must last before its wall / CPU ratio is read as the machine's slowdown.
+SLOWDOWN_MIN_S = 0.05
+
+
+def slowdown(wall: float, cpu: float) -> float:
+    """How much slower than an idle core a single-threaded phase ran (wall / CPU seconds; 1 for a phase
+    too short to tell). Only wall-clock nets read it, never a decision of what to run."""
+    return wall / cpu if wall >= SLOWDOWN_MIN_S and cpu > 0 else 1.0
+
+
+def finish_margin(inst: Instance, slowed: float = 1.0) -> float:
+    """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count),
+    stretched when the machine is measured ``slowed`` times slower than an idle core, beyond what the
+    per-op figures already cover (issue 12: at a load average of 14, finalize at 98k ops took 20 s)."""
+    return (FINISH_S + (FINISH_S_PER_OP + FINALIZE_S_PER_OP) * inst.num_ops) * max(1.0, slowed / SHARED_SLOWDOWN)
 
 
 def search_cost(inst: Instance) -> float:

@@ -53,6 +53,7 @@ from ..budget import (
     retime_cost,
     search_cost,
     setup_cost,
+    slowdown,
 )
 from ..core.instance import Instance
 from ..core.problem import Problem
@@ -110,10 +111,10 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     limit = options.time_limit_s
     if setup_cost(inst) > limit and (first := first_schedule(problem, inst, "auto", limit, t0)) is not None:
         return first  # the limit is below what any answer costs: the first schedule, at once (docs/limits.md)
-    deadline = t0 + limit - finish_margin(inst)
-    tb = time.perf_counter()
+    tb, cb = time.perf_counter(), time.process_time()
     bound = combinatorial_bound(inst)
-    deadline -= time.perf_counter() - tb  # finalize computes it again (a wall net only, never a decision)
+    took = time.perf_counter() - tb  # finalize computes it again, as slowly as the machine now runs:
+    deadline = t0 + limit - took - finish_margin(inst, slowdown(took, time.process_time() - cb))  # wall nets only
     stop = min(t0 + heuristic_share(inst) * limit, deadline)  # wall net: no grid order past the deadline
     found = heuristic_incumbents(problem, inst, options, stop=stop, bound=bound, deadline=deadline)
     cands = found.found
