@@ -1,7 +1,7 @@
 """Replay a plan's layer split, recompute choice and schedule on local gloo ranks and compare every
-gradient with a single-process full-batch reference: ``python -m pipesched.runtime.check --plan PLAN.json``
-(:mod:`pipesched.runtime.check` is the one entry point; ``python -m pipesched.runtime.check_plan
-PLAN.json`` is the same command under its older name).
+gradient with a single-process full-batch reference; the command is
+``python -m pipesched.runtime.check --plan PLAN.json`` (:mod:`pipesched.runtime.check`, the one entry
+point), this module is what it runs.
 
 The plan (``pipesched plan -o PLAN.json``) names layers, not modules, so the runtime's small
 transformer stands in for the model: one module per expanded layer (the first is the embedding, the
@@ -14,7 +14,6 @@ model's gradients.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -82,15 +81,3 @@ def replay_plan(path: str | Path, batch: int = 0, timeout_s: float = 120.0) -> t
             f"placement={problem.placement} m={problem.microbatches} split={split} recompute={recompute} "
             f"batch={batch}" + (f" missing={missing[:3]}" if missing else ""),
             f"max_grad_diff={diff:.3g} step_s={max(r.value[0]['step_s'] for r in results):.6f}"], diff
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The older spelling: ``check_plan PLAN.json [options]`` is ``check --plan PLAN.json [options]``."""
-    from .check import main as check
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    return check(["--plan", *args] if args and not args[0].startswith("-") else args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

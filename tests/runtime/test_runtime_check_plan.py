@@ -72,11 +72,3 @@ def test_a_file_that_is_not_a_plan_is_one_line_and_exit_2(tmp_path: Path, capsys
     assert "status 'infeasible' and no schedule to replay (too big)" in capsys.readouterr().err
     assert check(["--plan", str(tmp_path / "missing.json")]) == 2
     assert capsys.readouterr().err.startswith("check: error: cannot read")
-
-
-def test_the_older_check_plan_spelling_is_the_same_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pipesched.runtime.check_plan import main as check_plan
-
-    (tmp_path / "x.json").write_text("{not json")
-    assert check_plan([str(tmp_path / "x.json")]) == 2
-    assert "not valid JSON" in capsys.readouterr().err
