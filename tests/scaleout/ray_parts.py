@@ -56,7 +56,7 @@ class RayCluster:
     def _start(self, head: bool) -> None:
         first = random.randrange(20000, 32000, 200)  # worker ports, below the ephemeral range free_port draws from
         nm_port = free_port()
-        args = ["timeout", "-s", "KILL", "120", "ray", "start", "--num-cpus", "1", "--disable-usage-stats",
+        args = ["timeout", "-s", "KILL", "240", "ray", "start", "--num-cpus", "1", "--disable-usage-stats",
                 "--node-ip-address", "127.0.0.1", "--object-store-memory", str(80 * 1024 * 1024),
                 "--min-worker-port", str(first), "--max-worker-port", str(first + 150),
                 "--node-manager-port", str(nm_port), "--dashboard-agent-listen-port", str(free_port()),
@@ -68,7 +68,7 @@ class RayCluster:
         else:
             args += ["--address", self.address]
         with open(self.log, "ab") as out:
-            done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=self.env, timeout=150)
+            done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=self.env, timeout=270)
         if done.returncode != 0:
             raise RuntimeError(f"ray start failed ({done.returncode}): {self.log.read_text()[-3000:]}")
         self.node_manager_ports.append(nm_port)
@@ -82,15 +82,24 @@ class RayCluster:
         return [int(p.name) for p in Path("/proc").iterdir()
                 if p.name.isdigit() and needle in _cmdline(int(p.name))]
 
-    def kill_second_node(self) -> int:
-        """SIGKILL the second node's raylet and everything under it (its workers, agents)."""
-        raylets = [p for p in self._pids(f"--node_manager_port={self.node_manager_ports[1]}")
-                   if "raylet" in _cmdline(p)]
-        victims = _tree(raylets)
+    def kill_second_node(self, timeout_s: float = 60) -> bool:
+        """SIGKILL the second node's raylet and everything under it (its workers, agents), at a moment
+        when one of its workers is running a solve (Ray titles it ``ray::_solve_in_worker``; an idle one
+        is ``ray::IDLE``). Returns whether a solve was running at the kill (False: the deadline passed)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            raylets = [p for p in self._pids(f"--node_manager_port={self.node_manager_ports[1]}")
+                       if "raylet" in _cmdline(p)]
+            assert len(raylets) == 1, raylets
+            victims = _tree(raylets)
+            busy = any(_cmdline(p).startswith("ray::_solve_in_worker") for p in victims)
+            if busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
         for pid in victims:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        return len(raylets)
+        return busy
 
     def stop(self) -> None:
         """Every process of this cluster: those naming its temp dir, and their descendants."""
