@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -65,11 +66,19 @@ class PlanJobs:
     def __init__(self, settings: Settings, runner: ProcessRunner) -> None:
         self.settings = settings
         self.runner = runner
-        self.store = Store(settings.db, settings.table_prefix + TABLE_PREFIX)
+        self._store_: Store | None = None  # made on the first plan: a service that never plans has no table
+        self._store_lock = threading.Lock()  # the store is first asked for from worker threads
         self._slots = asyncio.Semaphore(settings.max_concurrent_solves)
         self._inflight: dict[tuple[str, str], PlanJob] = {}
         self._jobs: OrderedDict[str, PlanJob] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def store(self) -> Store:
+        with self._store_lock:
+            if self._store_ is None:
+                self._store_ = Store(self.settings.db, self.settings.table_prefix + TABLE_PREFIX)
+            return self._store_
 
     def get(self, job_id: str) -> PlanJob | None:
         return self._jobs.get(job_id)
@@ -128,4 +137,5 @@ class PlanJobs:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.store.close()
+        if self._store_ is not None:
+            self._store_.close()
