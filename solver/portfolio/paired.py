@@ -20,9 +20,6 @@ from ..core.schedule import Schedule
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED
 from ..timing.finalize import from_order, no_schedule
 
-#: Least seconds worth giving the pair-free portfolio.
-_PLAIN_MIN_S = 0.5
-
 
 def best_paired(problem: Problem, options: SolveOptions, t0: float,
                 plain: Callable[[Problem, SolveOptions], Schedule] | None = None) -> Schedule:
@@ -45,7 +42,7 @@ def best_paired(problem: Problem, options: SolveOptions, t0: float,
             continue
         keep(schedule)
     left = options.time_limit_s - (time.perf_counter() - t0)
-    if plain is not None and left >= _PLAIN_MIN_S:
+    if plain is not None and left > 0:  # below its set-up cost the portfolio returns its first schedule at once
         without = problem.model_copy(update={"costs": problem.costs.model_copy(update={"overlap_fb": None})})
         answer = plain(without, SolveOptions(time_limit_s=left, workers=options.workers))
         if answer.ops:
