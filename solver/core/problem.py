@@ -325,10 +325,13 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
     errors += _per_stage("memory.backward_input_transient", problem.memory.backward_input_transient, stages,
                          non_negative=True, dual=dual)[0]
     if problem.costs.overlap_fb is not None:
-        errs, factors = _per_stage("costs.overlap_fb", problem.costs.overlap_fb, stages, non_negative=True, dual=dual)
+        overlap = problem.costs.overlap_fb
+        errs, _ = _per_stage("costs.overlap_fb", overlap, stages, non_negative=True, dual=dual)
         errors += errs
-        errors += [f"costs.overlap_fb{f'[{s}]' if isinstance(problem.costs.overlap_fb, list) else ''} must be in (0, 1], "
-                   f"a share of F + B (got {x:g})" for s, x in enumerate(factors) if not errs and not 0 < x <= 1]
+        if not errs:
+            listed = isinstance(overlap, list)
+            errors += [f"costs.overlap_fb{f'[{s}]' if listed else ''} must be in (0, 1], a share of F + B (got {x:g})"
+                       for s, x in enumerate(overlap if isinstance(overlap, list) else [overlap]) if not 0 < x <= 1]
     deltas = {}
     for field in ("forward", "backward_input", "backward_weight"):
         errs, deltas[field] = _per_stage(f"memory.{field}", getattr(problem.memory, field), stages,
