@@ -168,13 +168,17 @@ def trials_for(inst: Instance, seconds: float) -> int:
 
 #: Op-policy products the grid may simulate; larger problems try fewer policies, in priority order.
 GRID_WORK = 250_000
-#: Op-policy products built and timed per nominal second. Measured ~40k/s on one unloaded core at
-#: 1.5k ops before f3427f9; since (flat-list simulator, each decision of the scheduler made once) one
-#: order and its timing take 0.15 s of CPU at 24.6k ops and 0.76 s at 98k ops (CPU time, so the load
-#: of the shared machine does not enter: ``python benchmarks/large_problems.py`` prints it), about
-#: 130k/s; halved for a shared machine and rounded down. A time budget caps the grid at
-#: ``seconds * rate / ops``.
-GRID_OPS_PER_SECOND = 60_000
+#: Op-policy products built and timed per nominal second (measured ~40k/s on one unloaded core at
+#: 1.5k ops; halved for a shared machine). A time budget caps the grid at ``seconds * rate / ops``.
+#: Kept this conservative below :data:`FULL_MODEL_OPS` (where bounds, recipes and CP-SAT follow the grid
+#: and need their share even on a busy machine) although the grid is now faster (see the next constant).
+GRID_OPS_PER_SECOND = 20_000
+#: The same rate used above :data:`FULL_MODEL_OPS`, where the grid is the whole search (no model
+#: follows) and the wall-clock net, not the estimate, protects the limit: since f3427f9 one order and its
+#: timing take 0.15 s of CPU at 24.6k ops and 0.76 s at 98k ops (CPU time, so the load of the shared
+#: machine does not enter: ``python benchmarks/large_problems.py`` prints it), about 130k/s; halved for
+#: a shared machine and rounded down (:func:`grid_seconds`).
+LARGE_GRID_OPS_PER_SECOND = 60_000
 #: Most policies the grid tries on any problem: the head (12 hand-picked policies) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
@@ -235,6 +239,15 @@ MEMORY_BYTES_PER_OP = 2_000
 def grid_share(inst: Instance) -> float:
     """Share of the nominal limit the zero-bubble grid is sized for (larger where no model follows)."""
     return LARGE_GRID_SHARE if inst.num_ops > FULL_MODEL_OPS else GRID_SHARE
+
+
+def grid_seconds(inst: Instance, limit: float) -> float:
+    """The nominal seconds to size the grid with (:func:`pipesched.solver.heuristics.zb_policies.policies`
+    counts them at :data:`GRID_OPS_PER_SECOND`): its share of ``limit``, counted at
+    :data:`LARGE_GRID_OPS_PER_SECOND` above :data:`FULL_MODEL_OPS` ops."""
+    if inst.num_ops > FULL_MODEL_OPS:
+        return LARGE_GRID_SHARE * limit * LARGE_GRID_OPS_PER_SECOND / GRID_OPS_PER_SECOND
+    return GRID_SHARE * limit
 
 
 def heuristic_share(inst: Instance) -> float:

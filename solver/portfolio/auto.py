@@ -39,6 +39,9 @@ from ..budget import (
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
+    ILP_FIRST_MIN_S,
+    ILP_FIRST_OPS,
+    ILP_FIRST_SHARE,
     POLISH_SHARE,
     RELAX_MIN_S,
     RELAX_S_PER_OP,
@@ -71,7 +74,7 @@ from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
 from .candidates import heuristic_incumbents
 from .paired import best_paired
-from .small import ILP_FIRST_OPS, ILP_FIRST_SHARE, ilp_first
+from .small import ilp_first
 
 
 def _close(a: float, b: float) -> bool:
@@ -134,8 +137,8 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     rest = max(0.0, limit - found.spent)  # nominal seconds left for the bound and the search
     small = n_ops <= SMALL_OPS  # the full model proves as much
     search_dtime = nominal * SEARCH_DTIME_SHARE
-    if not res.proven_optimal and n_ops <= ILP_FIRST_OPS:  # the ILP proves what CP-SAT cannot (.small)
-        share = ILP_FIRST_SHARE * rest
+    share = ILP_FIRST_SHARE * rest
+    if not res.proven_optimal and n_ops <= ILP_FIRST_OPS and share >= ILP_FIRST_MIN_S:  # proves what CP-SAT cannot
         inc, proven, ilp_bound = ilp_first(problem, inst, inc, min(share, left()))
         bound = max(bound, min(ilp_bound or 0.0, inc.objective))
         res = CpsatResult(inc, proven or _close(inc.objective, bound), bound)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..budget import FULL_MODEL_OPS, HEURISTIC_SHARE, RECIPE_S_PER_OP, grid_share, note_wall_cut
+from ..budget import FULL_MODEL_OPS, HEURISTIC_SHARE, RECIPE_S_PER_OP, grid_seconds, grid_share, note_wall_cut
 from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
@@ -87,7 +87,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
     docstring; skipped when the grid already meets ``bound``), then the hint. ``stop`` is the heuristics'
     wall net, ``deadline`` the method's: a recipe that would end past it is skipped and reported."""
     limit = options.time_limit_s
-    out = grid_starts(inst, grid_share(inst) * limit, deadline=stop)
+    out = grid_starts(inst, grid_seconds(inst, limit), deadline=stop)
     spent = grid_share(inst) * limit
     if out and min(c.objective for _, c in out) - bound <= slack(bound):
         return Candidates(out, HEURISTIC_SHARE * limit)

@@ -1,4 +1,4 @@
-"""Small problems (at most ``ILP_FIRST_OPS`` ops) go to the ILP first: it proves what CP-SAT cannot.
+"""Small problems (at most ``ILP_FIRST_OPS`` (:mod:`pipesched.solver.budget`) ops) go to the ILP first: it proves what CP-SAT cannot.
 
 Why (issue 12, ``docs/diagnosis-v-tiny.md``): under stage span with a memory cap, CP-SAT's bound
 sits at the uncapped optimum until branching alone proves the answer (5.79 deterministic s and
@@ -32,12 +32,6 @@ from ..exact.ilp.backends import highs_available
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
-
-#: Problems up to this many ops are handed to the ILP before CP-SAT (issue 12 target 1b).
-ILP_FIRST_OPS = 48
-#: Share of the nominal seconds left after the heuristics that the ILP may use (policy: the slowest
-#: proof of the sweep above took 3.5 s of a 6 s rest under load; CP-SAT gets the remainder).
-ILP_FIRST_SHARE = 0.8
 
 
 def ilp_first(problem: Problem, inst: Instance, inc: Incumbent, seconds: float) -> tuple[Incumbent, bool, float | None]:
