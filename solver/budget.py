@@ -292,3 +292,19 @@ def records_wall_cuts(fn: _F) -> _F:
         finally:
             _CUTS.reset(token)
     return run  # type: ignore[return-value]
+
+
+# --- auto's recipes and small problems (:mod:`pipesched.solver.portfolio.candidates`, ``.small``) ---
+
+#: Measured wall seconds per op of one fixed recipe (build the order, simulate, validate): 0.056-0.13 s
+#: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
+#: rounded up for a busier machine (the greedy scheduler measured 1.1e-4 to 1.7e-4: ``RECIPE_S_PER_OP``).
+FIXED_RECIPE_S_PER_OP = 6e-5
+#: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
+ILP_FIRST_OPS = 48
+#: Share of the nominal seconds left after the heuristics that this ILP may use (policy: the slowest
+#: proof of a 30-problem sweep took 3.5 s of a 6 s rest under load; CP-SAT gets the remainder).
+ILP_FIRST_SHARE = 0.8
+#: Least nominal seconds that share must be: HiGHS runs in a fresh process (``HIGHS_START_S``) and the
+#: model is written to files first, so a shorter ILP run would only overrun a short limit (policy).
+ILP_FIRST_MIN_S = 0.5

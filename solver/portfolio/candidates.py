@@ -8,7 +8,7 @@ left room for one recipe, so ``greedy`` and ``zb-v`` never ran and ``auto`` retu
 ``benchmarks/anchors.py``). Now:
 
 - a fixed recipe (a closed-form order, :mod:`pipesched.solver.heuristics.classic`) costs one
-  simulation and validation, :data:`FIXED_RECIPE_S_PER_OP`; any other heuristic ``RECIPE_S_PER_OP``;
+  simulation and validation, :data:`~pipesched.solver.budget.FIXED_RECIPE_S_PER_OP`; any other heuristic ``RECIPE_S_PER_OP``;
 - when all of them together fit ``HEURISTIC_SHARE`` of the nominal limit they all run, whatever the
   grid took (the clock only skips one that would end past the method's deadline, and says so) (their estimated cost is then charged to the plan,
   :attr:`Candidates.spent`, so the later phases plan with what is really left); otherwise (very
@@ -22,7 +22,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..budget import FULL_MODEL_OPS, HEURISTIC_SHARE, RECIPE_S_PER_OP, grid_seconds, grid_share, note_wall_cut
+from ..budget import (
+    FIXED_RECIPE_S_PER_OP,
+    FULL_MODEL_OPS,
+    HEURISTIC_SHARE,
+    RECIPE_S_PER_OP,
+    grid_seconds,
+    grid_share,
+    note_wall_cut,
+)
 from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
@@ -30,11 +38,6 @@ from ..core.tolerance import slack
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
 from ..timing.retime import Incumbent
 
-#: Measured wall seconds per op of one fixed recipe (build the order, simulate, validate): 0.056-0.13 s
-#: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
-#: rounded up for a busier machine. (The greedy list scheduler measured 1.1e-4 to 1.7e-4 on the same
-#: problems: ``RECIPE_S_PER_OP`` covers it.)
-FIXED_RECIPE_S_PER_OP = 6e-5
 _FIXED_PACKAGE = "pipesched.solver.heuristics.classic"
 #: Heuristics that run before the others, so a wall-clock cut under load cannot drop them (issue 12):
 #: on the V placement ``zb-v-greedy`` is the best candidate at 1.5p-2p caps (benchmarks/v_placement.py),
