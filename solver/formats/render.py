@@ -4,7 +4,8 @@ One row per device, one ``<rect>`` per op, coloured by kind with the Okabe–Ito
 (distinguishable under the common colour-vision deficiencies): F blue, B vermillion, W bluish
 green. With ``v > 1`` model chunks are told apart by tint (chunk 0 full colour, later chunks
 lighter; under ``placement: "dual"`` the two chunks are the two directions, so the downward stream
-is full colour and the upward stream lighter, and tooltips say which). Idle time shows as the hatched row background. Under each row a thin track draws the
+is full colour and the upward stream lighter, and tooltips say which; an overlapped F&B pair of
+``costs.overlap_fb`` is one box, its F in the top half and its B in the bottom half). Idle time shows as the hatched row background. Under each row a thin track draws the
 device's live memory over time with its limit as a dashed line and the time spent at the limit
 shaded (:mod:`.memory_track`), so a bubble caused by the memory cap is told apart from one caused
 by dependencies. Microbatch numbers are written in 11px inside boxes wide enough, in 8px on
@@ -23,8 +24,10 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..core.instance import Instance
 from ..core.schedule import Schedule
 from ..core.tolerance import slack
+from ..timing.pairs import timed_pairs
 from .memory_track import MEMORY_HEIGHT, memory_tracks, track_scale, track_svg
 from .memory_track import STYLE as MEMORY_STYLE
 
@@ -163,13 +166,13 @@ def _wrap(text: str, chars: int) -> list[str]:
     return lines or [""]
 
 
-def _label(text: str, x: float, w: float, dark: bool) -> str | None:
+def _label(text: str, x: float, w: float, dark: bool, y: float = ROW_HEIGHT / 2) -> str | None:
     """A microbatch number centred in its box: 11px when it fits, 8px on narrow boxes, else none
     (the op's tooltip still names it)."""
     for cls, char_w in (("n", CHAR_WIDTH), ("n sm", SMALL_CHAR_WIDTH)):
         if w >= char_w * len(text) + 2:
             cls += " dk" if dark else ""
-            return f'<text class="{cls}" x="{_fmt(x + w / 2)}" y="{ROW_HEIGHT / 2}">{text}</text>'
+            return f'<text class="{cls}" x="{_fmt(x + w / 2)}" y="{_fmt(y)}">{text}</text>'
     return None
 
 
@@ -236,6 +239,8 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
     out.append(f'<text class="k" x="{_fmt(left + chart_w / 2)}" y="{axis_y + 30}">{escape(axis_label)}</text>')
 
     tooltips = len(schedule.ops) <= TOOLTIP_MAX_OPS
+    # overlapped F&B pairs (costs.overlap_fb) share one box: F in its top half, B in its bottom half
+    pairs = timed_pairs(schedule.ops, Instance.from_problem(problem)) if problem.costs.overlap_fb is not None else {}
     rows: list[list[str]] = [[] for _ in range(devices)]
     labels: list[list[str]] = [[] for _ in range(devices)]
     for o in schedule.ops:
@@ -244,15 +249,22 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
         x = left + o.start * scale
         w = (o.end - o.start) * scale
         cls = f"o {o.kind}{_chunk(o.stage, devices)}"
-        rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" height="{ROW_HEIGHT}" class="{cls}"'
+        paired = o.id in pairs
+        half = ROW_HEIGHT / 2
+        top = half if paired and o.kind == "B" else 0.0
+        shape = f'y="{_fmt(top)}" height="{_fmt(half)}"' if paired else f'height="{ROW_HEIGHT}"'
+        rect = f'<rect x="{_fmt(x)}" width="{_fmt(w)}" {shape} class="{cls}"'
         if tooltips:
             way = (" down" if o.stage < devices else " up") if dual else ""
-            tip = f"{o.kind}{o.microbatch} · microbatch {o.microbatch}{way} · stage {o.stage} · {o.start:g}–{o.end:g}"
+            both = f" · overlapped with {pairs[o.id]}" if paired else ""
+            tip = (f"{o.kind}{o.microbatch} · microbatch {o.microbatch}{way} · stage {o.stage} · "
+                   f"{o.start:g}–{o.end:g}{both}")
             rect += f"><title>{tip}</title></rect>"
         else:
             rect += "/>"
         rows[o.device].append(rect)
-        label = _label(str(o.microbatch), x, w, _tint(_chunk(o.stage, devices), chunks) > 0.3)
+        label = _label(str(o.microbatch), x, w, _tint(_chunk(o.stage, devices), chunks) > 0.3,
+                       top + half / 2 if paired else half)
         if label:
             labels[o.device].append(label)
     for d in range(devices):

@@ -135,3 +135,14 @@ def test_dualpipe_v_pairs_export_as_torch_overlap_f_b_actions() -> None:
     schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
     action = schedules._Action.from_str("(0F3;3I1)OVERLAP_F_B")
     assert action.computation_type == schedules.OVERLAP_F_B and [str(a) for a in action.sub_actions] == ["0F3", "3I1"]
+
+
+def test_gantt_draws_a_pair_as_one_box_f_above_b() -> None:
+    from pipesched.solver.formats.render import ROW_HEIGHT, render_svg
+
+    svg = render_svg(solve(dual(4, 8, costs={"overlap_fb": 0.7}), "dualpipe"))
+    half = f"{ROW_HEIGHT / 2:g}"
+    assert f'y="0" height="{half}" class="o F' in svg and f'y="{half}" height="{half}" class="o B' in svg
+    assert "overlapped with" in svg
+    plain = render_svg(solve(dual(4, 8), "dualpipe"))
+    assert f'height="{half}"' not in plain
