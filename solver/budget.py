@@ -221,19 +221,21 @@ LARGE_HEURISTIC_SHARE = 0.65
 
 #: Measured wall seconds per op of what every answer costs however short its limit: one order of the
 #: zero-bubble grid, its timing (:func:`pipesched.solver.timing.retime.compact`) and
-#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the validator)
-#: without the closed-form bound: 2.9 + 3.3 + 17 us of CPU per op at 24.6k ops, 3.4 + 4.3 + 19 at 98k
-#: (CPU time, idle-machine equivalent), about 27 us; doubled for a shared machine. A problem whose
-#: set-up does not fit its limit gets that first schedule at once (:func:`setup_cost`).
-SETUP_S_PER_OP = 6e-5
+#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the closed-form bound,
+#: the validator): the first-schedule answer took 0.84 s of CPU at 24.6k ops and 4.4 s at 98k ops
+#: (34-45 us per op; CPU time, the idle-machine equivalent: ``python benchmarks/large_problems.py``,
+#: column "first schedule"); doubled for a shared machine. A problem whose set-up does not fit its
+#: limit gets that first schedule at once (:func:`setup_cost`).
+SETUP_S_PER_OP = 9e-5
 #: What :func:`finish_margin` keeps back per op for :func:`pipesched.solver.timing.finalize.finalize`
 #: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op
 #: (above), so the two together (40 us) are about twice it, for a shared machine.
 FINALIZE_S_PER_OP = 1e-5
-#: Resident memory per op of a solve at large sizes, measured as the peak RSS growth between 24.6k and
-#: 98k ops (``python benchmarks/large_problems.py``): the ops as pydantic objects, per-op dicts of
-#: times, a few orders. docs/limits.md states the figure with the command.
-MEMORY_BYTES_PER_OP = 2_000
+#: Resident memory per op of a solve, above the interpreter's own ~100 MB (pipesched, pydantic and
+#: OR-Tools imported): peak RSS 305 MB at 98k ops (2.1 KB per op), 192-196 MB at 24.6k ops with a 60 s
+#: limit, which also builds the relaxations' CP-SAT models (3.9 KB per op): ``python
+#: benchmarks/large_problems.py``. The documented bound (docs/limits.md) is this figure per op.
+MEMORY_BYTES_PER_OP = 4_000
 
 
 def grid_share(inst: Instance) -> float:
