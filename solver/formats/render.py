@@ -108,7 +108,7 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
         f"comm {_figure(p.costs.comm) if not isinstance(p.costs.comm, list) else 'per boundary'}"
     )
     if p.placement == "dual":
-        second += f" · full colour = downward stream (microbatches 0..{p.down_microbatches - 1}), lighter = upward"
+        second += f" · full colour = down (microbatches 0..{p.down_microbatches - 1}), lighter = up"
     elif p.stages_per_device > 1:
         second += f" · lighter = later model chunk (0..{p.stages_per_device - 1})"
     return first, second

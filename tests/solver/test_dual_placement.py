@@ -162,7 +162,7 @@ def test_gantt_colours_by_direction_and_torch_csv_refuses_dual() -> None:
 
     schedule = solve(dual(4, 8), "dualpipe")
     svg = render_svg(schedule)
-    assert "full colour = downward stream (microbatches 0..3), lighter = upward" in svg
+    assert "full colour = down (microbatches 0..3), lighter = up" in svg
     assert 'class="o F0"' in svg and 'class="o F1"' in svg  # down stages full colour, up stages tinted
     with pytest.raises(NotApplicableError, match="torch has DualPipeV only"):
         to_torch_csv(schedule)
