@@ -219,7 +219,7 @@ CBC_START_S = 0.05
 LARGE_GRID_SHARE = 0.5
 LARGE_HEURISTIC_SHARE = 0.65
 
-#: Measured wall seconds per op of what every answer costs however short its limit: one order of the
+#: Seconds per op of what every answer costs however short its limit: one order of the
 #: zero-bubble grid, its timing (:func:`pipesched.solver.timing.retime.compact`) and
 #: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the closed-form bound,
 #: the validator): the first-schedule answer took 0.84 s of CPU at 24.6k ops and 4.4 s at 98k ops
@@ -228,8 +228,9 @@ LARGE_HEURISTIC_SHARE = 0.65
 #: limit gets that first schedule at once (:func:`setup_cost`).
 SETUP_S_PER_OP = 9e-5
 #: What :func:`finish_margin` keeps back per op for :func:`pipesched.solver.timing.finalize.finalize`
-#: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op
-#: (above), so the two together (40 us) are about twice it, for a shared machine.
+#: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op at
+#: 24.6k and 98k ops (``time.process_time`` around it, issue 12), so the two together (40 us) are about
+#: twice it, for a shared machine.
 FINALIZE_S_PER_OP = 1e-5
 #: Resident memory per op of a solve, above the interpreter's own ~100 MB (pipesched, pydantic and
 #: OR-Tools imported): peak RSS 305 MB at 98k ops (2.1 KB per op), 192-196 MB at 24.6k ops with a 60 s
