@@ -19,8 +19,11 @@ once (the device whose next decision comes first decides; every arrival before i
 
 :func:`v_candidates` runs a small grid of policies (:data:`POLICIES`: B or F first, the W rule, the
 warm-up; lower in-flight caps, the V-Half / V-Min idea, are a knob of :class:`VPolicy` but never won
-on the tuning cases) and keeps the best orders; method ``zb-v-greedy`` returns the best one after the
-W local search (:mod:`.swap_past_w`). Every order is checked for memory by the validator on the way out.
+on the tuning cases), plus ZB-V's own order when it fits, and keeps the best orders; method
+``zb-v-greedy`` returns the best one. The portfolio's grid phase holds the same orders
+(:func:`~pipesched.solver.heuristics.warm_start.grid_starts`), so ``auto`` starts from them, polishes
+the best with the W local search (:mod:`.swap_past_w`), and is never worse than the method. Every
+order is checked for memory by the validator on the way out.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import math
 import time
 from dataclasses import dataclass
 
-from ..budget import POLISH_SHARE
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value, peak_memory
@@ -42,7 +44,6 @@ from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
-from .swap_past_w import polished
 
 _EPS = 1e-9
 
@@ -198,14 +199,12 @@ POLICIES = (
     VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1),
     VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
 )
-#: Nominal seconds per op the method's own W local search may use (policy): with the five orders it
-#: keeps the method near the portfolio's estimate for a heuristic (``RECIPE_S_PER_OP``), since
-#: ``auto`` runs it as a candidate and polishes its best candidate again anyway.
-POLISH_S_PER_OP = 1e-4
 
 
-def v_candidates(inst: Instance, keep: int = 3) -> list[Incumbent]:
-    """The ``keep`` best orders of the grid (objective, then makespan, then grid position).
+
+def v_candidates(inst: Instance, keep: int = 3, count: int | None = None) -> list[Incumbent]:
+    """The ``keep`` best orders of the grid's first ``count`` entries (all when None), by objective,
+    then makespan, then grid position.
 
     The ZB-V recipe's own order is the last entry of the grid when it fits the cap: at a cap of
     1p (ZB-V's own peak) memory leaves W no room to wait, and ZB-V's fixed B-W pairs are the better
@@ -213,7 +212,7 @@ def v_candidates(inst: Instance, keep: int = 3) -> list[Incumbent]:
     if inst.placement != "v" or inst.stages_per_device != 2:
         return []
     out = []
-    for k, pol in enumerate((*POLICIES, None)):
+    for k, pol in enumerate((*POLICIES, None)[:count]):
         try:
             order = v_order(inst, pol) if pol is not None else _zb_v_within_cap(inst)
         except DeadlockError:
@@ -242,14 +241,12 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-@method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, W fills bubbles) plus "
-                       "W local search; respects memory.limit; needs placement 'v'.", _applies)
+@method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills the "
+                       "cool-down); respects memory.limit; needs placement 'v'.", _applies)
 def solve_v_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
     cands = v_candidates(inst, keep=1)
     if not cands:
         raise NotApplicableError("zb-v-greedy found no order within memory.limit; try greedy or auto")
-    seconds = min(POLISH_SHARE * options.time_limit_s, POLISH_S_PER_OP * inst.num_ops)
-    best = polished(inst, cands[0], seconds, t0 + options.time_limit_s / 2)  # the wall net only
-    return finalize(problem, "zb-v-greedy", best.start, solve_time_s=time.perf_counter() - t0, inst=inst)
+    return finalize(problem, "zb-v-greedy", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)

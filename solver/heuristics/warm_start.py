@@ -13,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
-from ..budget import setup_cost
+from ..budget import GRID_OPS_PER_SECOND, setup_cost
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
 from ..core.metrics import peak_memory
@@ -24,6 +24,7 @@ from ..core.tolerance import within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
+from .v_greedy import v_candidates
 from .zero_bubble import zb_candidates
 
 #: Methods that are never a warm start: the exact solvers and the portfolio that calls them.
@@ -39,7 +40,13 @@ def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = 
     if inst.dual:
         return dual_starts(inst)[:keep]
     cands = zb_candidates(inst, seconds, deadline)[:keep]
-    return [(f"zb-auto[{k}]", c) for k, c in enumerate(cands)]
+    out = [(f"zb-auto[{k}]", c) for k, c in enumerate(cands)]
+    count = None if seconds is None else int(seconds * GRID_OPS_PER_SECOND / max(1, inst.num_ops))
+    if inst.placement == "v" and (count is None or count >= 1):  # the V greedy's orders too (issue 12):
+        v_orders = v_candidates(inst, count=count)  # method zb-v-greedy is their best, so auto never loses to it
+        out = sorted([(f"zb-v-greedy[{k}]", c) for k, c in enumerate(v_orders)] + out,
+                     key=lambda nc: nc[1].objective)[:keep]
+    return out
 
 
 def dual_starts(inst: Instance) -> list[tuple[str, Incumbent]]:

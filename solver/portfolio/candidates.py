@@ -39,10 +39,9 @@ from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_st
 from ..timing.retime import Incumbent
 
 _FIXED_PACKAGE = "pipesched.solver.heuristics.classic"
-#: Heuristics that run before the others, so a wall-clock cut under load cannot drop them (issue 12):
-#: on the V placement ``zb-v-greedy`` is the best candidate at 1.5p-2p caps (benchmarks/v_placement.py),
-#: and at p = 16, m = 48 under load the cut once left ``auto`` 1.6% worse than it.
-LEADING = ("zb-v-greedy",)
+#: Heuristics whose orders the grid phase already holds (:func:`~pipesched.solver.heuristics.warm_start.grid_starts`),
+#: so they are not run again as recipes (issue 12).
+IN_GRID = ("zb-v-greedy",)
 
 
 @dataclass
@@ -63,7 +62,7 @@ def applicable_recipes(problem: Problem, num_ops: int) -> list[tuple[float, str]
     """(estimated cost, name) of every heuristic that applies, cheapest first, ties by name."""
     out = []
     for m in methods():
-        if m.name in EXACT_METHODS or m.applies(problem):
+        if m.name in EXACT_METHODS or m.name in IN_GRID or m.applies(problem):
             continue
         out.append((recipe_cost(getattr(m.run, "__module__", ""), num_ops), m.name))
     return sorted(out)
@@ -101,8 +100,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
     total = sum(c for c, _ in recipes)
     if total <= HEURISTIC_SHARE * limit:  # all of them: auto is never worse than one ...
         spent += total
-        leading_first = sorted(recipes, key=lambda cn: cn[1] not in LEADING)  # stable; only a wall cut sees it
-        for cost, name in leading_first:  # ... unless the method's wall deadline would pass (then it says so)
+        for cost, name in recipes:  # ... unless the method's wall deadline would pass (then it says so)
             if out and large and time.perf_counter() + cost > deadline:
                 note_wall_cut("recipes")
                 continue
