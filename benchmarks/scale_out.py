@@ -10,8 +10,9 @@ Each question is answered by runs side by side on this machine:
    CP-SAT solves, against the same with the workers paused (SIGSTOP), the two interleaved in 20
    rounds so both see the same background load (target: within 20%); with the solves at
    ``--nice 10`` (the default), ``--nice idle`` (SCHED_IDLE) and ``--nice 0`` (no lowering);
-3. wake-ups: enqueue -> claim of a job by an idle worker (pgqueuer's log: ``picked`` minus
-   ``queued``, the database's clock) and POST -> answer of a tiny miss (1f1b, p = 2; ``--nice 0``);
+3. wake-ups: POST -> answer of a tiny miss (1f1b, p = 2; ``--nice 0``) sent to an idle worker, and
+   its phases: enqueue, claim (pgqueuer's log: ``queued``, ``picked``), solve and store (the job
+   table's ``finished_at``), the replica's answer;
 4. ``pipesched batch --engine ray`` against ``--jobs 2`` on the same sweep (benchmarks/batch_sweep.py's,
    method greedy): on a running two-node (1 CPU each) cluster, cluster start excluded (target: Ray
    <= 1.15x), and with the command starting its own local Ray, start included.
@@ -157,27 +158,40 @@ def signal_workers(workers: list[Proc], sig: signal.Signals) -> None:
                 os.kill(pid, sig)
 
 
-def wakeups(n: int, logs: Path) -> tuple[list[float], list[float]]:
-    """(enqueue -> claim, POST -> answer) in seconds for ``n`` tiny misses sent to an idle worker."""
+#: The phases of a miss, in order (each the median over the tiny misses).
+PHASES = ("POST -> queued", "queued -> claimed", "claimed -> finished (solve, store)", "finished -> answer")
+
+
+def wakeups(n: int, logs: Path) -> tuple[list[float], list[list[float]]]:
+    """POST -> answer of ``n`` tiny misses sent one at a time to an idle worker, and each one's
+    :data:`PHASES` (seconds; queued and claimed from pgqueuer's log, finished from the job table,
+    all clocks of this host)."""
     with Database() as db:
         replica = Replica(db, logs / "wake.log")
         worker = start_worker(db, logs / "wake_w.log", "--nice", "0")
         try:
-            answered = []
+            sent: dict[str, tuple[float, float]] = {}
             for i in range(n + 1):
                 time.sleep(0.3)  # the worker is idle again, waiting for a notification
-                t0 = time.perf_counter()
+                t0 = time.time()
                 r = replica.post({"problem": {"devices": 2, "microbatches": 40 + i}, "method": "1f1b",
                                   "wait_s": 30})
                 assert r.status_code == 200 and not r.json()["cached"], r.text
-                answered.append(time.perf_counter() - t0)
+                sent[r.json()["key"]] = (t0, time.time())
             with psycopg.connect(db, autocommit=True) as c:
                 rows = c.execute(
-                    "SELECT job_id, extract(epoch FROM min(created) FILTER (WHERE status = 'picked') "
-                    "- min(created) FILTER (WHERE status = 'queued')) FROM pgqueuer_log GROUP BY job_id "
-                    "ORDER BY job_id").fetchall()
-            claimed = [float(d) for _, d in rows[1:] if d is not None]  # the first: the worker starting up
-            return claimed, answered[1:]
+                    "SELECT j.key, extract(epoch FROM min(l.created) FILTER (WHERE l.status = 'queued')), "
+                    "extract(epoch FROM min(l.created) FILTER (WHERE l.status = 'picked')), j.finished_at "
+                    "FROM jobs j JOIN pgqueuer_log l ON l.job_id::text = j.id GROUP BY j.key, j.finished_at "
+                    "ORDER BY min(l.created)").fetchall()
+            phases: list[list[float]] = [[] for _ in PHASES]
+            for key, queued, claimed, finished in rows[1:]:  # the first: the worker starting up
+                posted, answered = sent[key]
+                for k, d in enumerate((float(queued) - posted, float(claimed) - float(queued),
+                                       finished - float(claimed), answered - finished)):
+                    phases[k].append(d)
+            total = [sent[key][1] - sent[key][0] for key, *_ in rows[1:]]
+            return total, phases
         finally:
             replica.stop()
             worker.stop()
@@ -241,11 +255,12 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((f"cache-hit median on B, the same ({label}) (ms)",
                          f"{ms(statistics.median(loaded))} vs {ms(statistics.median(idle))}",
                          f"{statistics.median(loaded) / statistics.median(idle):.2f}x", ""))
-        claimed, answered = wakeups(n_wake, tmp)
-        rows.append((f"enqueue -> claim by an idle worker, median / max of {len(claimed)} (ms)",
-                     f"{ms(statistics.median(claimed))} / {ms(max(claimed))}", "", "prompt (was a 200 ms poll)"))
-        rows.append((f"POST -> answer of a tiny miss (1f1b, p = 2), median / max of {len(answered)} (ms)",
-                     f"{ms(statistics.median(answered))} / {ms(max(answered))}", "", ""))
+        total, phases = wakeups(n_wake, tmp)
+        rows.append((f"POST -> answer of a tiny miss (1f1b, p = 2), median / max of {len(total)} (ms)",
+                     f"{ms(statistics.median(total))} / {ms(max(total))}", "", ""))
+        for name, xs in zip(PHASES, phases, strict=True):
+            rows.append((f"- of which {name}, median / max (ms)", f"{ms(statistics.median(xs))} / {ms(max(xs))}",
+                         "", "prompt (was a 200 ms poll)" if name == "queued -> claimed" else ""))
         if not args.skip_ray:
             local, running, cold = ray_vs_local(count, tmp, cold=not quick)
             rows.append((f"batch of {count} (greedy): --engine ray on a running cluster vs --jobs 2 (s)",

@@ -89,6 +89,10 @@ class Worker:
                         slots.release()
                         await wait_woken(changed, recheck, self.stop)
                         continue
+                    if int(job.id) in self.running:  # our own job, its heartbeat late (a starved host):
+                        slots.release()              # the claim refreshed it; it is solving here already
+                        log.warning("job %s re-claimed by its own worker after a late heartbeat", job.id)
+                        continue
                     self.running[int(job.id)] = job
                     task = asyncio.create_task(self._handle(job))
                     tasks.add(task)
@@ -159,10 +163,10 @@ class Worker:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.table.finish, job_id, "failed", "error", f"{type(e).__name__}: {e}")
         finally:
-            with contextlib.suppress(Exception):
-                await self.queue.finish(job, ok)
             with contextlib.suppress(Exception):  # wake the requests waiting on it, on every replica
                 await self.queue.notify(self.done, job_id)
+            with contextlib.suppress(Exception):
+                await self.queue.finish(job, ok)
 
     def _store(self, key: str, method: str, budget_s: float, schedule_json: str) -> None:
         data = json.loads(schedule_json)
