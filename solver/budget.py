@@ -122,7 +122,7 @@ FULL_MODEL_OPS = 4000
 SINGLE_MAX_S = 2.0
 #: After this share of the budget the portfolio stops trying further recipes.
 HEURISTIC_SHARE = 0.4
-#: Share of the nominal budget the zero-bubble grid is sized for (:func:`pipesched.solver.heuristics.zero_bubble.policies`).
+#: Share of the nominal budget the zero-bubble grid is sized for (:func:`pipesched.solver.heuristics.zb_policies.policies`).
 GRID_SHARE = 0.25
 
 
@@ -179,7 +179,7 @@ GRID_OPS_PER_SECOND = 20_000
 #: machine does not enter: ``python benchmarks/large_problems.py`` prints it), about 130k/s; halved for
 #: a shared machine and rounded down (:func:`grid_seconds`).
 LARGE_GRID_OPS_PER_SECOND = 60_000
-#: Most policies the grid tries on any problem: the head (12 hand-picked policies) plus the
+#: Most policies the grid tries on any problem: the head (:data:`~pipesched.solver.heuristics.zb_policies.HEAD`, chosen on the tuning set) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
 
