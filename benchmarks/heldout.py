@@ -5,7 +5,8 @@ figures a solver claim may rest on; the tuning set beside it shows how much the 
 Per case: ``auto``'s objective at a ``--time-limit`` (default 10 s), its proven lower bound, the
 gap ``(objective - bound) / objective``, the status, the best classic recipe that fits the memory
 limit (every registered method except ``auto``, ``cpsat``, ``ilp`` and ``greedy``), auto's
-objective over that recipe's, and the wall time. Each set ends with a summary row.
+objective over that recipe's, the wall time, and the phases the wall clock cut (then the row
+depends on the machine's load, not only on the solver). Each set ends with a summary row.
 
     python benchmarks/heldout.py [--per-set N] [--time-limit 10] [--out benchmarks/results/heldout.md]
 
@@ -41,6 +42,7 @@ class Row:
     recipe: str  # name of the best recipe that fits, or "none"
     recipe_value: float  # inf when none fits
     wall: float
+    cut: str  # the phases the wall clock ended (from the schedule's reason), "" when none
 
     @property
     def gap(self) -> float:
@@ -72,18 +74,21 @@ def run(case: Case, time_limit: float) -> Row:
     wall = time.perf_counter() - t0
     recipe, value = best_recipe(case.problem)
     assert sched.objective_value is not None and sched.lower_bound is not None, case.name
-    return Row(case, sched.objective_value, sched.lower_bound, sched.status, recipe, value, wall)
+    reason = sched.reason or ""
+    cut = reason.split("ended: ", 1)[1].split(" (on a less", 1)[0] if "wall clock" in reason else ""
+    return Row(case, sched.objective_value, sched.lower_bound, sched.status, recipe, value, wall, cut)
 
 
 def table(title: str, rows: list[Row]) -> list[str]:
     out = [f"## {title}", "",
-           "| case | objective | bound | gap (%) | status | best recipe | recipe value | auto / recipe | wall (s) |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| case | objective | bound | gap (%) | status | best recipe | recipe value | auto / recipe | wall (s) "
+           "| cut by the wall clock |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ratio = f"{r.vs_recipe:.3f}" if math.isfinite(r.vs_recipe) else "-"
         rv = f"{r.recipe_value:.1f}" if math.isfinite(r.recipe_value) else "-"
         out.append(f"| {r.case.name} | {r.objective:.1f} | {r.bound:.1f} | {100 * r.gap:.2f} | {r.status} | "
-                   f"{r.recipe} | {rv} | {ratio} | {r.wall:.1f} |")
+                   f"{r.recipe} | {rv} | {ratio} | {r.wall:.1f} | {r.cut or '-'} |")
     ratios = [r.vs_recipe for r in rows if math.isfinite(r.vs_recipe)]
     out += ["", summary(rows, ratios), ""]
     return out
@@ -96,7 +101,8 @@ def summary(rows: list[Row], ratios: list[float]) -> str:
             f"{100 * statistics.fmean(gaps):.2f}%, median {100 * statistics.median(gaps):.2f}%, max "
             f"{100 * max(gaps):.2f}%; auto / best recipe geometric mean {geo:.3f} over {len(ratios)} cases "
             f"with a recipe that fits ({sum(x < 1 - 1e-9 for x in ratios)} better, "
-            f"{sum(x > 1 + 1e-9 for x in ratios)} worse); wall max {max(r.wall for r in rows):.1f} s.")
+            f"{sum(x > 1 + 1e-9 for x in ratios)} worse); wall max {max(r.wall for r in rows):.1f} s; "
+            f"{sum(bool(r.cut) for r in rows)} runs had a phase cut by the wall clock (load).")
 
 
 def main(argv: list[str] | None = None) -> int:
