@@ -21,7 +21,7 @@ Families (costs: the zero-bubble paper's Table 6 profiles, ``benchmarks/cases.py
 Every seed here is fixed and none of the solver's constants was chosen on these cases.
 
     python benchmarks/anchors.py --quick    # 10 s only, fewer cases (about 5 minutes)
-    python benchmarks/anchors.py --full     # 10 s and 60 s, every family (about 40 minutes)
+    python benchmarks/anchors.py --full     # 10 s and 60 s, every family: 35 cases, about an hour
     python benchmarks/anchors.py --quick --only v,interleaved --time-limits 10,60
 """
 
