@@ -19,6 +19,7 @@ from pipesched.solver import (
     SolveOptions,
     finalize,
     solve,
+    validate,
 )
 from pipesched.solver.core.metrics import objective_value, peak_memory
 from pipesched.solver.exact.ilp import backends as ilp_backends
@@ -267,3 +268,17 @@ def test_a_hint_is_used_as_the_warm_start() -> None:
     assert objective_value(inst, ilp.warm_start(problem, inst, SolveOptions())) > best.objective_value + TOL
     hinted = solve(problem, "ilp", SolveOptions(time_limit_s=0.01, hint=best))
     assert hinted.objective_value == pytest.approx(best.objective_value, abs=TOL)
+
+
+def test_a_warm_start_an_ulp_below_a_bound_is_accepted() -> None:
+    """Float sums put a warm-start value at 17.799999999999997 under a bound of 17.8: PuLP refused
+    it with a ValueError before the ILP snapped such values inside their bounds."""
+    problem = Problem.model_validate({
+        "devices": 4, "microbatches": 2, "split_backward": False, "objective": "stage_span",
+        "costs": {"forward": [1.8, 1.1, 1.6, 1.6], "backward_input": [1.7, 2.2, 2.3, 2.4],
+                  "backward_weight": 1.0, "comm": 0.3},
+        "memory": {"forward": 1.0, "backward_input": -1.0, "backward_weight": 0.0, "limit": 3.42},
+    })
+    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=20))
+    assert schedule.status == "optimal"
+    assert validate(schedule) == []

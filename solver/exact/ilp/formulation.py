@@ -359,6 +359,13 @@ def set_warm_start(model: IlpModel, start: Mapping[OpId, float]) -> dict[str, fl
     values: dict[str, float] = {}
 
     def put(var: pulp.LpVariable, value: float) -> None:
+        # A start rebuilt from float sums can sit an ulp outside the bound the model derived from the
+        # same costs (17.799999999999997 < 17.8): PuLP refuses such a value, so snap it inside.
+        low, high = var.lowBound, var.upBound
+        if low is not None and low - slack(low) <= value < low:
+            value = low
+        if high is not None and high < value <= high + slack(high):
+            value = high
         var.setInitialValue(value)
         values[var.name] = value
 
