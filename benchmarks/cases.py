@@ -11,10 +11,13 @@ Distributions (one draw per case, ``random.Random(seed)``):
   W -M_W; with v chunks per device each chunk carries 1/v of the costs and of M_B, M_W;
 - cap: ``c * p * M_B`` with c uniform in [1, 2] (the paper's 1p .. 2p), one number for all devices;
 - placement: loop with v in {1, 2, 4} or V (v = 2); objective stage_span or makespan (3:1).
-The two sets are disjoint by construction: different seeds AND different (p, m) grids.
+The two sets are disjoint by construction: different seeds AND different (p, m) grids (the
+tuning grid, deep part included, shares no (p, m) pair with the held-out grid).
 
-Sizes: TUNING 24 cases over p in {4, 8, 16}, m in {2p, 3p, 4p};
-HELD-OUT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
+Sizes: TUNING 30 cases: the first 24 over p in {4, 8, 16}, m in {2p, 3p, 4p} (seed ``TUNING_SEED``),
+then 6 deep ones over p = 32, m in {2p, 3p, 4p} (seed ``TUNING_DEEP_SEED``), appended in issue 16 so
+the set covers the depths the solver is used at (the zero-bubble paper's largest cases have p = 32);
+the first 24 draws are unchanged. HELD-OUT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
 List them: ``python benchmarks/cases.py`` (``--set heldout``, ``--dump DIR`` writes problem JSON).
 """
 
@@ -30,8 +33,10 @@ from pipesched.solver import Problem
 SEQUENCE = 1024
 JITTER = 0.02
 TUNING_SEED = 20261125
+TUNING_DEEP_SEED = 20261157  # the deep tuning cases' own stream, so the first 24 draws stay as they were
 HELDOUT_SEED = 91125
 SET_SIZE = 24
+DEEP_SIZE = 6  # as many as p = 16 has (two per m)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ PROFILES = (
 )
 
 TUNING_GRID = tuple((p, m) for p in (4, 8, 16) for m in (2 * p, 3 * p, 4 * p))
+TUNING_DEEP_GRID = tuple((p, m) for p in (32,) for m in (2 * p, 3 * p, 4 * p))
 HELDOUT_GRID = tuple((p, m) for p in (6, 12, 24) for m in (2 * p + 2, 5 * p // 2, 5 * p))
 PLACEMENTS = (("loop", 1), ("loop", 2), ("loop", 4), ("v", 2))
 
@@ -103,8 +109,9 @@ def draw(seed: int, grid: tuple[tuple[int, int], ...], size: int = SET_SIZE) -> 
 
 
 def tuning() -> list[Case]:
-    """The only cases a constant may be chosen on."""
-    return draw(TUNING_SEED, TUNING_GRID)
+    """The only cases a constant may be chosen on: the first 24 as drawn before issue 16's deep
+    cases, then the ``DEEP_SIZE`` deep ones (p = 32)."""
+    return draw(TUNING_SEED, TUNING_GRID) + draw(TUNING_DEEP_SEED, TUNING_DEEP_GRID, DEEP_SIZE)
 
 
 def heldout() -> list[Case]:
