@@ -182,6 +182,10 @@ LARGE_GRID_OPS_PER_SECOND = 60_000
 #: Most policies the grid tries on any problem: the head (:data:`~pipesched.solver.heuristics.zb_policies.HEAD`, chosen on the tuning set) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
+#: Most extra policies the scale search (:mod:`pipesched.solver.heuristics.zb_refine`) tries after the
+#: grid, within what the nominal budget still affords: each costs one grid policy; sixteen cover the
+#: four step sizes with a few moves each.
+REFINE_POLICIES = 16
 
 
 # --- sizes of the bounds (:mod:`pipesched.solver.bounds.analytic`) -------------------------------

@@ -20,13 +20,14 @@ import heapq
 import math
 import time
 
-from ..budget import note_wall_cut
+from ..budget import GRID_OPS_PER_SECOND, REFINE_POLICIES, note_wall_cut
 from ..core.instance import Instance, OpId
 from ..core.schedule import Order
 from ..core.tolerance import cap_with_slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
 from .zb_policies import Policy, policies
+from .zb_refine import refine_scale
 
 _EPS = 1e-9
 
@@ -192,7 +193,8 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
     if inst.dual:  # the grid walks one chain through every stage; dual chains stop at each copy's end
         return []
     out = []
-    for k, pol in enumerate(policies(inst, seconds)):
+    grid = policies(inst, seconds)
+    for k, pol in enumerate(grid):
         if out and deadline is not None and time.perf_counter() > deadline:
             note_wall_cut("zero-bubble grid")
             break
@@ -204,4 +206,19 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
         value, span = order_score(inst, order, start)
         out.append((value, span, k, Incumbent(order, start, value)))
     out.sort(key=lambda c: c[:3])
+    trials = refine_trials(inst, seconds, len(grid))
+    if out and trials and not (deadline is not None and time.perf_counter() > deadline):
+        value, span, k, _ = out[0]
+        found = refine_scale(inst, grid[k], (value, span), trials, zb_order)
+        out = sorted(out + [(v, sp, len(grid) + i, inc) for i, (v, sp, inc) in enumerate(found)],
+                     key=lambda c: c[:3])
     return [c[3] for c in out]
+
+
+def refine_trials(inst: Instance, seconds: float | None, grid_size: int) -> int:
+    """Policies the scale search may add: what the nominal budget affords beyond the grid (counted at
+    the grid's rate), at most :data:`~pipesched.solver.budget.REFINE_POLICIES`; none without a budget."""
+    if seconds is None:
+        return 0
+    affordable = int(seconds * GRID_OPS_PER_SECOND / max(1, inst.num_ops)) - grid_size
+    return max(0, min(REFINE_POLICIES, affordable))
