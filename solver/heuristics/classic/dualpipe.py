@@ -29,14 +29,11 @@ each direction is trimmed to its own count (:func:`keep_microbatches`' argument,
 
 from __future__ import annotations
 
-from collections import deque
-
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
 from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ...timing.overlap import from_paired_order, pair_map
+from .dualpipe_steps import Steps, cool_down, solve_paired
 
 
 def _applies(problem: Problem) -> str | None:
@@ -46,50 +43,13 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-class _Rank:
-    """One device's op list, written step by step; per chunk its stage id, direction and next microbatch."""
-
-    def __init__(self, inst: Instance, r: int) -> None:
-        p = inst.devices
-        down, up = r, 2 * p - 1 - r  # stage ids of the two copies on this device
-        own_end_down = r < p // 2
-        self.stage = (down, up) if own_end_down else (up, down)
-        self.offset = (0, inst.split) if own_end_down else (inst.split, 0)  # local index -> microbatch
-        self.split = inst.split_backward
-        self.next = {"F": [0, 0], "B": [0, 0]}
-        self.queue: deque[OpId] = deque()
-        self.ops: list[OpId] = []
-        self.pairs: list[tuple[OpId, OpId]] = []
-
-    def _op(self, kind: str, chunk: int, local: int) -> OpId:
-        return OpId(kind, self.stage[chunk], self.offset[chunk] + local)  # type: ignore[arg-type]
-
-    def forward(self, chunk: int) -> None:
-        self.ops.append(self._op("F", chunk, self.next["F"][chunk]))
-        self.next["F"][chunk] += 1
-
-    def backward(self, chunk: int, *, defer_w: bool = False) -> None:
-        local = self.next["B"][chunk]
-        self.next["B"][chunk] += 1
-        self.ops.append(self._op("B", chunk, local))
-        if self.split:
-            w = self._op("W", chunk, local)
-            if defer_w:
-                self.queue.append(w)
-            else:
-                self.ops.append(w)
-
-    def weight(self) -> None:
-        if self.queue:
-            self.ops.append(self.queue.popleft())
-
-    def overlapped(self, f_chunk: int, b_chunk: int) -> None:
-        """F of ``f_chunk`` and B of ``b_chunk`` as one overlapped pair (a full backward: its W follows)."""
-        self.forward(f_chunk)
-        f = self.ops[-1]
-        self.backward(b_chunk)
-        b = self.ops[-2] if self.split else self.ops[-1]
-        self.pairs.append((f, b))
+def _rank(inst: Instance, r: int) -> Steps:
+    """Device ``r``'s writer: chunk 0 is the copy whose stream starts on its own end."""
+    p = inst.devices
+    down, up = r, 2 * p - 1 - r  # stage ids of the two copies on this device
+    if r < p // 2:
+        return Steps((down, up), (0, inst.split), inst.split_backward)
+    return Steps((up, down), (inst.split, 0), inst.split_backward)
 
 
 def dualpipe_order(inst: Instance) -> Order:
@@ -106,7 +66,7 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     order: Order = []
     pairs: list[tuple[OpId, OpId]] = []
     for r in range(p):
-        dev = _Rank(inst, r)
+        dev = _rank(inst, r)
         j = min(r, p - 1 - r)
         # Step 1: nF0
         for _ in range(2 * (half - j - 1)):
@@ -127,22 +87,7 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
             else:
                 dev.overlapped(0, 1)
             dev.overlapped(1, 0)
-        # Step 5: nB1F1B0; B1, then F1 & B0
-        for _ in range(half - j - 1):
-            dev.backward(1)
-            dev.overlapped(1, 0)
-        # Step 6: nB1B0; Ws deferred from the loop's middle on (a B earlier on odd j)
-        mid = (j + 1) // 2
-        for i in range(j + 1):
-            dev.backward(1, defer_w=i > mid or (i == mid and j % 2 == 1))
-            dev.backward(0, defer_w=i >= mid)
-        # Step 7: nWB0 (zero bubble: a queued W, then a B0 whose W is queued)
-        for _ in range(half - j - 1):
-            dev.weight()
-            dev.backward(0, defer_w=True)
-        # Step 8: nW
-        while dev.queue:
-            dev.weight()
+        cool_down(dev, half - j - 1, j)  # steps 5-8
         order.append(dev.ops)
         pairs += dev.pairs
     kept = [(f, b) for f, b in pairs if inst.has_op(f) and inst.has_op(b)]
@@ -156,8 +101,4 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     _applies,
 )
 def solve_dualpipe(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    order, pairs = dualpipe_plan(inst)
-    if inst.overlap is None:
-        return from_order(problem, "dualpipe", order, inst=inst)
-    return from_paired_order(problem, "dualpipe", order, pair_map(pairs), inst=inst)
+    return solve_paired(problem, "dualpipe", dualpipe_plan)

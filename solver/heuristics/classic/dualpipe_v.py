@@ -23,57 +23,16 @@ The steps need ``m >= 2p``; for fewer microbatches the order is built for ``2p``
 
 from __future__ import annotations
 
-from collections import deque
-
 from ...core.instance import Instance, OpId
 from ...core.problem import Problem
 from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
-from ...timing.finalize import from_order
-from ...timing.overlap import from_paired_order, pair_map
 from ._common import keep_microbatches, needs_v_placement
+from .dualpipe_steps import Steps, cool_down, solve_paired
 
 
 def _applies(problem: Problem) -> str | None:
     return needs_v_placement("dualpipe-v", problem)
-
-
-class _Device:
-    """One device's op list, written step by step; Ws either follow their B or wait in a queue."""
-
-    def __init__(self, r: int, p: int, split: bool) -> None:
-        self.stage = (r, 2 * p - 1 - r)
-        self.split = split
-        self.next = {"F": [0, 0], "B": [0, 0]}
-        self.queue: deque[OpId] = deque()
-        self.ops: list[OpId] = []
-        self.pairs: list[tuple[OpId, OpId]] = []
-
-    def forward(self, chunk: int) -> None:
-        self.ops.append(OpId("F", self.stage[chunk], self.next["F"][chunk]))
-        self.next["F"][chunk] += 1
-
-    def backward(self, chunk: int, *, defer_w: bool = False) -> None:
-        i = self.next["B"][chunk]
-        self.next["B"][chunk] += 1
-        self.ops.append(OpId("B", self.stage[chunk], i))
-        if self.split:
-            w = OpId("W", self.stage[chunk], i)
-            if defer_w:
-                self.queue.append(w)
-            else:
-                self.ops.append(w)
-
-    def weight(self) -> None:
-        if self.queue:
-            self.ops.append(self.queue.popleft())
-
-    def overlapped(self, f_chunk: int, b_chunk: int) -> None:
-        """F of ``f_chunk`` with B of ``b_chunk``: one pair (its W follows)."""
-        self.forward(f_chunk)
-        f = self.ops[-1]
-        self.backward(b_chunk)
-        self.pairs.append((f, self.ops[-2] if self.split else self.ops[-1]))
 
 
 def dualpipe_v_order(inst: Instance) -> Order:
@@ -87,7 +46,7 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     order: Order = []
     pairs: list[tuple[OpId, OpId]] = []
     for r in range(p):
-        dev = _Device(r, p, inst.split_backward)
+        dev = Steps((r, 2 * p - 1 - r), (0, 0), inst.split_backward)
         # Step 1: nF0, n = 2(p - r - 1)
         for _ in range(2 * (p - r - 1)):
             dev.forward(0)
@@ -103,22 +62,7 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
         for _ in range(total - 2 * p + r + 1):
             dev.overlapped(0, 1)
             dev.overlapped(1, 0)
-        # Step 5: nB1F1B0, n = p - r - 1
-        for _ in range(p - r - 1):
-            dev.backward(1)
-            dev.overlapped(1, 0)
-        # Step 6: nB1B0, n = r + 1; from half way on (a step earlier on odd r) the Ws wait in the queue
-        half = (r + 1) // 2
-        for i in range(r + 1):
-            dev.backward(1, defer_w=i > half or (i == half and r % 2 == 1))
-            dev.backward(0, defer_w=i >= half)
-        # Step 7: nWB0, n = p - r - 1 (a queued W, then a chunk-0 B whose W is queued)
-        for _ in range(p - r - 1):
-            dev.weight()
-            dev.backward(0, defer_w=True)
-        # Step 8: the queued Ws
-        while dev.queue:
-            dev.weight()
+        cool_down(dev, p - r - 1, r)  # steps 5-8
         order.append(dev.ops)
         pairs += dev.pairs
     return keep_microbatches(order, m), [(f, b) for f, b in pairs if f.microbatch < m and b.microbatch < m]
@@ -131,8 +75,4 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     _applies,
 )
 def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
-    inst = Instance.from_problem(problem)
-    order, pairs = dualpipe_v_plan(inst)
-    if inst.overlap is None:
-        return from_order(problem, "dualpipe-v", order, inst=inst)
-    return from_paired_order(problem, "dualpipe-v", order, pair_map(pairs), inst=inst)
+    return solve_paired(problem, "dualpipe-v", dualpipe_v_plan)
