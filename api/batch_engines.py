@@ -15,9 +15,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
+
+if TYPE_CHECKING:
+    from .solving.runner import ProcessRunner
 
 #: ``(schedule JSON, None)`` or ``(None, error message)``.
 Answer = tuple[str | None, str | None]
@@ -48,6 +52,25 @@ class Engine:
     slots: int | None = None
 
 
+def answer_of(outcome: str, payload: str) -> Answer:
+    """A solve process's (outcome, payload) as the driver's answer; an unknown method stops the batch
+    (every problem would hit it)."""
+    if outcome == "ok":
+        return payload, None
+    if outcome == "not_applicable" and payload.startswith("unknown method"):
+        raise StopBatch(f"--method: {payload}")
+    return None, payload
+
+
+def stop_runner(runner: ProcessRunner) -> None:
+    """Ctrl-C: what the solves started first (PuLP runs CBC as a child process, which killing the
+    solve alone would orphan), then the solves."""
+    for proc in list(runner._live):  # noqa: SLF001 (the runner has no public list of its processes)
+        if proc.pid is not None:
+            kill_descendants(proc.pid)
+    runner.kill_all()
+
+
 def local_engine(config: EngineConfig) -> Engine:
     """One killable process per problem, forked from a warm forkserver (the service's runner)."""
     from .solving.runner import ProcessRunner
@@ -56,22 +79,9 @@ def local_engine(config: EngineConfig) -> Engine:
 
     def solve(problem: Problem, hint: Schedule | None) -> Answer:
         hint_json = None if hint is None else hint.model_dump_json()
-        outcome, payload = runner.run(problem.model_dump_json(), config.method, config.time_limit_s, hint_json)
-        if outcome == "ok":
-            return payload, None
-        if outcome == "not_applicable" and payload.startswith("unknown method"):
-            raise StopBatch(f"--method: {payload}")
-        return None, payload
+        return answer_of(*runner.run(problem.model_dump_json(), config.method, config.time_limit_s, hint_json))
 
-    def stop() -> None:
-        # What the solves started first (PuLP runs CBC as a child process, which killing the
-        # solve alone would orphan), then the solves.
-        for proc in list(runner._live):  # noqa: SLF001 (the runner has no public list of its processes)
-            if proc.pid is not None:
-                kill_descendants(proc.pid)
-        runner.kill_all()
-
-    return Engine(solve=solve, stop=stop)
+    return Engine(solve=solve, stop=lambda: stop_runner(runner))
 
 
 def kill_descendants(root: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .batch_engines import Answer, EngineConfig, StopBatch, kill_descendants
+from .batch_engines import Answer, EngineConfig, StopBatch, answer_of, stop_runner
 from .plan_models import PlanRequest
 
 
@@ -33,20 +33,9 @@ def local_plans(config: EngineConfig) -> PlanEngine:
     def plan(req: PlanRequest) -> Answer:
         args = (req.model.model_dump_json(), req.cluster.model_dump_json(), config.method, config.time_limit_s,
                 req.module_names)
-        outcome, payload = runner.call(run_plan, args, config.time_limit_s)
-        if outcome == "ok":
-            return payload, None
-        if outcome == "not_applicable" and payload.startswith("unknown method"):
-            raise StopBatch(f"--method: {payload}")
-        return None, payload
+        return answer_of(*runner.call(run_plan, args, config.time_limit_s))
 
-    def stop() -> None:
-        for proc in list(runner._live):  # noqa: SLF001 (as the local solve engine: children first)
-            if proc.pid is not None:
-                kill_descendants(proc.pid)
-        runner.kill_all()
-
-    return PlanEngine(plan=plan, stop=stop)
+    return PlanEngine(plan=plan, stop=lambda: stop_runner(runner))
 
 
 def server_plans(config: EngineConfig) -> PlanEngine:

@@ -26,7 +26,7 @@ from typing import Any
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
 
-from .batch_engines import ENGINES, Answer, Engine, EngineConfig, StopBatch
+from .batch_engines import ENGINES, Answer, Engine, EngineConfig, StopBatch, answer_of
 
 #: Ray re-runs a task this many times when its node or worker process dies.
 TASK_RETRIES = 3
@@ -84,11 +84,7 @@ def ray_engine(config: EngineConfig) -> Engine:
         finally:
             with lock:
                 in_flight.discard(ref)
-        if outcome == "ok":
-            return payload, None
-        if outcome == "not_applicable" and payload.startswith("unknown method"):
-            raise StopBatch(f"--method: {payload}")
-        return None, payload
+        return answer_of(outcome, payload)
 
     def stop() -> None:
         """Ctrl-C: cancel every task in flight (force: kills the Ray worker and its solver process)."""
