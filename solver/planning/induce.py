@@ -11,7 +11,8 @@ loop, the V fold for ``v``), with a recompute flag per stage.
   methods schedule under limits that keep each device's largest transient back
   (:mod:`pipesched.solver.core.transients`), so every method's schedule fits.
 
-The limit of device d is ``memory_per_device[d] − Σ static(stages on d)``.
+The limit of device d is ``memory_per_device[d] − Σ static(stages on d)``. The Problem carries the
+model's ``units`` (labels only: charts and summaries name ms and GiB; the cache key ignores them).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pipesched.solver import Costs, Memory, Problem, stage_device
+from pydantic import ValidationError
+
+from pipesched.solver import Costs, Memory, Problem, Units, stage_device
 
 from .model import Cluster, ExpandedLayer
+from .model import Units as ModelUnits
 from .sums import StageSums, stage_sums, tidy
 
 
@@ -123,8 +127,24 @@ def device_limits(layers: list[ExpandedLayer], cluster: Cluster, split: Split,
     return limits
 
 
-def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbatches: int) -> Problem:
-    """The :class:`Problem` of running ``split`` on ``cluster`` with ``microbatches`` microbatches."""
+def problem_units(units: ModelUnits | None) -> Units | None:
+    """The model's unit names as a Problem's labels; a name a Problem refuses (over 16 characters, not
+    printable) is left out rather than failing the plan: labels never change a schedule."""
+    if units is None:
+        return None
+    kept = {}
+    for field, name in units.model_dump().items():
+        try:
+            kept[field] = Units(**{field: name}).model_dump()[field]
+        except ValidationError:
+            continue
+    return Units(**kept) if kept else None
+
+
+def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbatches: int,
+           units: ModelUnits | None = None) -> Problem:
+    """The :class:`Problem` of running ``split`` on ``cluster`` with ``microbatches`` microbatches,
+    labelled with the model's ``units``."""
     errs = split.errors(len(layers), cluster.num_stages)
     if errs:
         raise ValueError("; ".join(errs))
@@ -144,6 +164,7 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
         memory=Memory(forward=[x.d_forward for x in sums], backward_input=[x.d_backward_input for x in sums],
                       backward_weight=[x.d_backward_weight for x in sums], limit=limit,
                       backward_input_transient=transient if any(transient) else 0.0),
+        units=problem_units(units),
     )
 
 

@@ -44,7 +44,7 @@ from pipesched.solver.bounds.analytic import lower_bound
 from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
 from .induce import InfeasibleSplit, Split, induce, model_infeasibility, stage_devices
-from .model import Cluster, ExpandedLayer, Model
+from .model import Cluster, ExpandedLayer, Model, Units
 from .plan import Baseline, Exports, Plan, PlanStage
 from .split import (
     SplitContext,
@@ -96,8 +96,9 @@ class _Search:
     the best again with the time left and its schedule as the hint)."""
 
     def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str, budget: float,
-                 floor: float = 0.0) -> None:
+                 floor: float = 0.0, units: Units | None = None) -> None:
         self.layers, self.cluster, self.m, self.method = layers, cluster, m, method
+        self.units = units  # the model's, labels on every induced Problem
         self.floor = floor  # the bound over all splits: a step meeting it ends the search
         self.ctx = SplitContext.of(layers, cluster, m)
         self.seen: dict[Split, Candidate] = {}
@@ -112,7 +113,7 @@ class _Search:
         if split not in self.seen:
             c = self.seen[split] = Candidate(split)
             try:
-                c.problem = induce(self.layers, self.cluster, split, self.m)
+                c.problem = induce(self.layers, self.cluster, split, self.m, self.units)
                 c.bound = split_bound(c.problem)
             except InfeasibleSplit as e:
                 c.reason = str(e)
@@ -254,7 +255,8 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     results = []
     bounds = {m: plan_lower_bound(layers, cluster, m) for m in choices}
     for m in choices:
-        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices), floor=bounds[m].value)
+        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices), floor=bounds[m].value,
+                         units=model.units)
         best, named = search.run()
         results.append((m, search, best, named))
     found = [r for r in results if r[2] is not None and r[2].step < math.inf]

@@ -6,8 +6,10 @@ import pytest
 from planning_models import small_model
 
 from pipesched.solver import solve, validate
-from pipesched.solver.planning import Cluster
+from pipesched.solver.core.canonical import problem_key
+from pipesched.solver.planning import Cluster, Model
 from pipesched.solver.planning.induce import InfeasibleSplit, Split, induce, model_infeasibility
+from pipesched.solver.planning.planner import plan
 
 
 def test_stage_costs_and_deltas_are_sums_over_their_layers() -> None:
@@ -110,3 +112,28 @@ def test_a_layer_that_fits_no_device_makes_the_model_infeasible() -> None:
     assert reason is not None and reason.startswith("layer 5 (head) needs 8")
     reason = model_infeasibility(layers, Cluster(devices=2, microbatches=2, memory_per_device=8.5))
     assert reason is not None and "static memory 18 exceeds the 17" in reason
+
+
+def with_units(**units: str) -> Model:
+    return Model.model_validate({**small_model().model_dump(), "units": units})
+
+
+def test_the_induced_problem_carries_the_models_units_outside_its_cache_key() -> None:
+    model = with_units(time="us", memory="MiB")
+    layers, cluster, split = model.expanded(), Cluster(devices=2, microbatches=2), Split.of([0, 3, 6])
+    labelled = induce(layers, cluster, split, 2, model.units)
+    assert labelled.units is not None and (labelled.units.time, labelled.units.memory) == ("us", "MiB")
+    plain = induce(layers, cluster, split, 2)
+    assert plain.units is None and problem_key(plain) == problem_key(labelled)
+    # a name a Problem refuses (over 16 characters) is left out; the other label stays
+    long = with_units(time="milliseconds-ish!", memory="GiB")
+    kept = induce(layers, cluster, split, 2, long.units).units
+    assert kept is not None and (kept.time, kept.memory) == (None, "GiB")
+
+
+def test_a_plans_problem_and_schedule_name_the_models_units() -> None:
+    model = with_units(time="s", memory="GB")
+    result = plan(model, Cluster(devices=2, microbatches=2), "greedy", time_limit_s=2)
+    assert result.problem is not None and result.problem.units is not None
+    assert (result.problem.units.time, result.problem.units.memory) == ("s", "GB")
+    assert result.schedule is not None and result.schedule.problem.units == result.problem.units

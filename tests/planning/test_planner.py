@@ -21,7 +21,7 @@ def check_plan(result: Plan) -> None:
     assert bounds[0] == 0 and bounds[-1] == len(layers)
     assert all(a.layers[1] == b.layers[0] for a, b in zip(result.stages, result.stages[1:], strict=False))
     split = Split.of(bounds, [st.recompute for st in result.stages])
-    assert induce(layers, result.cluster, split, result.microbatches) == result.problem
+    assert induce(layers, result.cluster, split, result.microbatches, result.model.units) == result.problem
     assert result.schedule is not None and result.schedule.problem == result.problem
     assert validate(result.schedule) == []
     assert result.step_time == result.schedule.objective_value
