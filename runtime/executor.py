@@ -129,6 +129,10 @@ class PipelineExecutor:
         self.last_step_s = 0.0
         self.last_busy_s = 0.0  # time spent in this rank's compute ops during the last step
         self.last_op_s: dict[OpId, float] = {}  # compute time of each of this rank's ops in the last step
+        #: per op of the last step, seconds from its start: (waiting for the input began, compute began, ended)
+        self.last_timeline: dict[OpId, tuple[float, float, float]] = {}
+        self.last_op_cpu_s: dict[OpId, float] = {}  # this thread's CPU time per op: survives a loaded machine
+        self.last_twin_s = 0.0  # the twin gradient sum after the last step (dual placement)
 
     # ------------------------------------------------------------------ step
     def step(self, inputs: torch.Tensor | None = None, targets: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -158,10 +162,14 @@ class PipelineExecutor:
         if left or st.recvs:
             raise PipelineError(f"rank {self.rank}: step ended with unused {', '.join(left) or 'receives'}: "
                                 "the schedule does not cover every op of this rank")
+        t_twin = time.perf_counter()
         if self.twins is not None:
             self.twins.finish()
+        self.last_twin_s = time.perf_counter() - t_twin
         self.last_step_s = time.perf_counter() - t_step
         self.last_op_s = st.op_s
+        self.last_op_cpu_s = st.op_cpu_s
+        self.last_timeline = {op: (a - t_step, b - t_step, c - t_step) for op, (a, b, c) in st.timeline.items()}
         self.last_busy_s = sum(st.op_s.values())
         self.steps_done += 1
         return st.loss
@@ -196,23 +204,27 @@ class PipelineExecutor:
 
     def _compute(self, st: _Step, op: OpId) -> None:
         """Run one op; its remote input is waited for first (waiting is not busy time)."""
+        t_wait = time.perf_counter()
         try:
             if op.kind == "F":
                 x = self._forward_input(st, op)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 self._forward(st, op, x)
             elif op.kind == "B":
                 g = None if self.next[(op.stage, op.microbatch)] is None else self._output_grad(st, op)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 self._backward(st, op, g)
             else:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 st.w_jobs.pop((op.stage, op.microbatch)).run()
         except PipelineError:
             raise
         except Exception as e:
             raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
-        st.op_s[op] = time.perf_counter() - t0
+        t_end = time.perf_counter()
+        st.op_cpu_s[op] = time.thread_time() - c0
+        st.op_s[op] = t_end - t0
+        st.timeline[op] = (t_wait, t0, t_end)
 
     def _stage_forward(self, st: _Step, s: int, i: int, x: torch.Tensor, replay: Replay | None = None
                        ) -> tuple[torch.Tensor, Replay | None]:
@@ -329,4 +341,6 @@ class _Step:
     recvs: dict[OpId, Pending] = field(default_factory=dict)  # posted receives by producing op
     sends: list[Pending] = field(default_factory=list)
     op_s: dict[OpId, float] = field(default_factory=dict)
+    op_cpu_s: dict[OpId, float] = field(default_factory=dict)
+    timeline: dict[OpId, tuple[float, float, float]] = field(default_factory=dict)  # absolute perf_counter
     loss: torch.Tensor | None = None

@@ -5,7 +5,7 @@ stage id r of the downward copy (model stage r) and stage id 2p−1−r of the u
 p−1−r), so rank r and its peer p−1−r hold the same two model stages, each having seen half of the
 microbatches. Like the data-parallel all-reduce, the sum sits outside the schedule, after the
 step's last op: each rank sends the peer its gradients of the step (both model stages, flattened in
-model-stage order, one message each way) and adds what it receives. Addition is commutative, so
+model-stage order, one message each way per dtype) and adds what it receives. Addition is commutative, so
 both twins end with bit-identical gradients and their optimizers stay in step.
 
 Gradients accumulated before the step (no ``zero_grad`` in between) are kept out of the exchange:
@@ -33,7 +33,14 @@ def model_stage(stage: int, devices: int) -> int:
 
 
 class TwinSum:
-    """Per rank of a dual placement: remember the gradients before a step, sum the step's with the twin's."""
+    """Per rank of a dual placement: remember the gradients before a step, sum the step's with the twin's.
+
+    The exchange buffers (one flat buffer per dtype, each way) are allocated once and reused, and the
+    sum is written into the existing ``.grad`` tensors: a step allocates nothing. Fresh multi-MiB
+    buffers every step cost page faults on each first touch (on the 2-core fidelity machine about as
+    much CPU as copying them), and freeing them made the allocator return memory the next step's
+    ops then faulted in again.
+    """
 
     def __init__(self, stages: Mapping[int, nn.Module], devices: int, rank: int, group: dist.ProcessGroup | None,
                  timeout_s: float) -> None:
@@ -44,6 +51,8 @@ class TwinSum:
         by_model = sorted(stages, key=lambda s: model_stage(s, devices))  # the same layout on both twins
         self.params = [p for s in by_model for p in stages[s].parameters() if p.requires_grad]
         self.before: list[torch.Tensor | None] = []
+        dtypes = sorted({p.dtype for p in self.params}, key=str)
+        self.buckets = [_Bucket([k for k, p in enumerate(self.params) if p.dtype == d], self.params) for d in dtypes]
 
     def start(self) -> None:
         """Call before the step: what is already in ``.grad`` stays out of the exchange."""
@@ -53,11 +62,14 @@ class TwinSum:
         """Call after the step's last op: exchange this step's gradients with the twin rank and add."""
         if not self.params:
             return
-        mine = torch.cat([self._step_grad(k).reshape(-1) for k in range(len(self.params))])
-        theirs = torch.empty_like(mine)
+        for b in self.buckets:
+            for k, view in zip(b.members, b.mine.split(b.sizes), strict=True):
+                self._step_grad_into(k, view)
         try:
-            works = [dist.isend(mine, group=self.group, group_dst=self.peer, tag=TWIN_TAG),
-                     dist.irecv(theirs, group=self.group, group_src=self.peer, tag=TWIN_TAG)]
+            works = []
+            for j, b in enumerate(self.buckets):
+                works += [dist.isend(b.mine, group=self.group, group_dst=self.peer, tag=TWIN_TAG + j),
+                          dist.irecv(b.theirs, group=self.group, group_src=self.peer, tag=TWIN_TAG + j)]
             for w in works:
                 if w.wait(self.timeout) is False:
                     raise PipelineTimeoutError(f"rank {self.rank}: the twin gradient sum with rank {self.peer} "
@@ -65,16 +77,35 @@ class TwinSum:
         except RuntimeError as e:
             raise PipelineError(f"rank {self.rank}: the twin gradient sum with rank {self.peer} failed "
                                 f"(peer died?): {str(e).splitlines()[0]}") from e
-        total = mine + theirs
-        offset = 0
-        for p, before in zip(self.params, self.before, strict=True):
-            n = p.numel()
-            step = total[offset:offset + n].view_as(p)
-            p.grad = step.clone() if before is None else before + step
-            offset += n
+        for b in self.buckets:
+            b.mine.add_(b.theirs)  # mine + theirs: addition commutes, so both twins get the same bits
+            for k, total in zip(b.members, b.mine.split(b.sizes), strict=True):
+                p, before = self.params[k], self.before[k]
+                total = total.view_as(p)
+                if p.grad is None:
+                    p.grad = total.clone() if before is None else before + total
+                elif before is None:
+                    p.grad.copy_(total)
+                else:
+                    torch.add(before, total, out=p.grad)
 
-    def _step_grad(self, k: int) -> torch.Tensor:
+    def _step_grad_into(self, k: int, out: torch.Tensor) -> None:
+        """This step's gradient of parameter ``k`` (``.grad`` minus what it held before), flattened into ``out``."""
         p, before = self.params[k], self.before[k]
         if p.grad is None:
-            return torch.zeros_like(p)
-        return p.grad.detach() if before is None else p.grad.detach() - before
+            out.zero_()
+        elif before is None:
+            out.copy_(p.grad.detach().reshape(-1))
+        else:
+            torch.sub(p.grad.detach().reshape(-1), before.reshape(-1), out=out)
+
+
+class _Bucket:
+    """The parameters of one dtype (``members``: indices into the params) and their exchange buffers."""
+
+    def __init__(self, members: list[int], params: list[torch.Tensor]) -> None:
+        self.members = members
+        self.sizes = [params[k].numel() for k in members]
+        like = params[members[0]]
+        self.mine = torch.empty(sum(self.sizes), dtype=like.dtype, device=like.device)
+        self.theirs = torch.empty_like(self.mine)
