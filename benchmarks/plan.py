@@ -12,7 +12,8 @@ Every split (the plan's candidates and the baselines: uniform, torchtitan's rule
 rule, the AdaPipe-style DP) is scheduled by the same method with the same time share inside one
 ``plan()`` call of ``--time-limit`` seconds. Columns: step times (ms); ``imbal.`` the uniform split's
 heaviest device work over the mean, minus 1; ``vs unif.`` / ``vs AdaPipe`` the plan's saving;
-``rc`` stages recomputed (plan / AdaPipe-style); ``gap`` to the plan's lower bound over all splits;
+``rc`` stages recomputed (plan, with its recomputed layers in brackets: per-layer recompute / AdaPipe-style,
+whole stages); ``gap`` to the plan's lower bound over all splits;
 ``ok`` the plan's schedule validates and every device's static + activations + transient fits.
 
     python benchmarks/plan.py --time-limit 10     # writes benchmarks/results/plan.md
@@ -125,6 +126,7 @@ def run(time_limit: float, only: str | None, command: str) -> str:
         if only and only not in case.name:
             continue
         model, cluster, imbalance = build(case)
+        layers = model.expanded()
         t0 = time.perf_counter()
         result = plan(model, cluster, "auto", time_limit_s=time_limit)
         wall = time.perf_counter() - t0
@@ -133,6 +135,9 @@ def run(time_limit: float, only: str | None, command: str) -> str:
         steps = {k: base[k].step_time for k in ("uniform", "torchtitan", "megatron", "adapipe")}
         best = min((x for x in steps.values() if x is not None), default=None)
         rc = sum(st.recompute for st in result.stages)
+        rc_layers = sum(len(st.recompute_layers) if st.recompute_layers is not None else
+                        sum(layers[k].recompute is not None for k in range(*st.layers))
+                        for st in result.stages if st.recompute)
         rc_ada = sum(st.recompute for st in base["adapipe"].stages)
         ok = check(result)
         gap = result.gap
@@ -154,7 +159,7 @@ def run(time_limit: float, only: str | None, command: str) -> str:
             f"| {case.name} | {case.microbatches} | {mem:g} | {imbalance:.0%} | {_ms(steps['uniform'])} | "
             f"{_ms(steps['torchtitan'])} | {_ms(steps['megatron'])} | {_ms(steps['adapipe'])} | "
             f"**{_ms(result.step_time)}** | {_pct(result.step_time, steps['uniform'])} | "
-            f"{_pct(result.step_time, steps['adapipe'])} | {rc} / {rc_ada} | {_ms(result.lower_bound)} | "
+            f"{_pct(result.step_time, steps['adapipe'])} | {rc} ({rc_layers}) / {rc_ada} | {_ms(result.lower_bound)} | "
             f"{'–' if gap is None else f'{gap:.1%}'} | {result.candidates} | {wall:.1f} | {'yes' if ok else 'NO'} |")
     n = notes["n"]
     lines = [

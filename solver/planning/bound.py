@@ -19,11 +19,19 @@ makespan objective, the largest of:
   B + W)``); the Fs and Bs: ``r + m (F + B) + Σ_{k<i} B_k + W_0`` (after a B, the backward to layer 0
   and its W); the Bs and Ws: ``Σ_k F_k + Σ_{k≥j} B_k + m (B + W)``; the Fs: ``r + m F + Σ_{k≥j} F_k +
   Σ_k B_k + W_0``. With a fused backward, ``B`` stands for ``B + W`` and ``W = 0``.
+- **stage windows with memory lanes** (when memory is capped and no layer holds negative memory): each
+  stage's value in the DP above is also at least its memory-lanes window (:mod:`.lanes`), least over
+  any per-layer recompute of the stage (fractional, a relaxation).
+- **device windows** (v = 2): a device holds two stages, so it is busy ``m · work(d)`` after its first
+  stage's head ``Σ_{k < b_d} F_k + x_d · c`` (and, fused, before the backward of the layers before it):
+  ``min over splits of max_d (head_d + m · work(d) [+ tail_d])``, found by bisection on a
+  feasibility DP over the pair of open boundaries (:func:`_paired_feasible`), reported from below.
 - **average**: device d's ops start after ``Σ_{k < b_d} F_k + x_d · c`` (its first stage is ``d`` under
   loop and V placement) and all devices share ``m · Σ work``:
   ``(m · Σ_k work_k + Σ_{d < p} (Σ_{k < d} F_k + x_d · c)) / p``.
 
-stage_span objective (each device's window from its first op): ``m · max(min-max stage work, Σ work / p)``.
+stage_span objective (each device's window from its first op): ``m · max(min-max stage work, Σ work / p)``,
+and for v = 2 the least busiest device's ``m · work(d)`` over splits.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from pipesched.solver import Instance, Problem
 
 from .induce import stage_devices
+from .lanes import lane_window
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
 
@@ -76,6 +85,97 @@ def _stage_windows(table: LayerTable, num_stages: int,
     return best[n], bounds[::-1]
 
 
+#: Most state cells (devices × boundary pairs) one feasibility test of the paired-device bound visits;
+#: above it (O(p n²) under V, O(p n³ / 6) under loop) the bound keeps its per-stage windows only.
+PAIRED_MAX_CELLS = 400_000
+#: Relative width at which the bisection of the paired-device bound stops (it reports the low end).
+PAIRED_RTOL = 1e-5
+
+
+def _paired_step(reach: set[tuple[int, int]], u: Callable[[int, int], float], v: Callable[[int, int], float],
+                 T: float, i_max: int, j_range: range, right: bool) -> set[tuple[int, int]]:
+    """The states ``(i', j')`` after one device: some reachable ``(i, j)`` has ``i < i'``, ``j > j'``
+    (``right``: V, the second stage taken from the right end) or ``j < j'`` (loop), and ``u(i, j) +
+    v(i', j') <= T``. Rows ``i'`` ascending keep the least ``u`` per ``j`` over ``i < i'``; within a row
+    a running minimum over the dominated ``j``: ``O(n²)``."""
+    by_row: dict[int, list[int]] = {}
+    for i, j in reach:
+        by_row.setdefault(i, []).append(j)
+    rows = sorted(by_row)
+    least: dict[int, float] = {}  # j -> least u(i, j) over reachable rows i < i'
+    out: set[tuple[int, int]] = set()
+    r = 0
+    for i2 in range(rows[0] + 1, i_max + 1):
+        while r < len(rows) and rows[r] < i2:
+            for j in by_row[rows[r]]:
+                least[j] = min(least.get(j, math.inf), u(rows[r], j))
+            r += 1
+        order = sorted(least, reverse=right)  # the dominated j first
+        run, k = math.inf, 0
+        for j2 in (reversed(j_range) if right else j_range):
+            while k < len(order) and (order[k] > j2 if right else order[k] < j2):
+                run = min(run, least[order[k]])
+                k += 1
+            if run + v(i2, j2) <= T:
+                out.add((i2, j2))
+    return out
+
+
+def _paired_feasible(work: list[float], alpha: list[Callable[[int], float]], m: int,
+                     placement: str) -> Callable[[float], bool] | None:
+    """``feasible(T)``: does some split (v = 2) give every device ``alpha_d(b_d) + m · work(d) <= T``?
+
+    ``work(d)`` sums device ``d``'s two stages (``d`` and ``2p − 1 − d`` under V, ``d`` and ``d + p``
+    under loop), ``work`` the prefix sums of the layers' work. Devices are placed one at a time; the
+    state is the pair of open boundaries: under V ``(i, j)``, the layers ``[i, j)`` the inner devices
+    share (outside in); under loop ``(b_d, b_{d+p})`` for each end ``a = b_p`` of the first half. The cost
+    of a device splits as ``u(i, j) + v(i', j')`` (:func:`_paired_step`). None when a test would visit
+    more than :data:`PAIRED_MAX_CELLS` cells."""
+    n, p, P = len(work) - 1, len(alpha), work
+    if (p * n * n if placement == "v" else p * n ** 3 // 6) > PAIRED_MAX_CELLS:
+        return None
+
+    def v_fold(T: float) -> bool:
+        reach = {(0, n)}
+        for d in range(p - 1):
+            inner = 2 * (p - 1 - d)  # layers the inner devices need at least
+            reach = {(i, j) for i, j in _paired_step(
+                reach, lambda i, j, d=d: alpha[d](i) - m * P[i] + m * P[j],
+                lambda i, j: m * (P[i] - P[j]), T, n - inner - 1, range(inner + 1, n), True) if j - i >= inner}
+            if not reach:
+                return False
+        return any(j - i >= 2 and alpha[p - 1](i) + m * (P[j] - P[i]) <= T for i, j in reach)
+
+    def loop(T: float) -> bool:
+        for a in range(p, n - p + 1):
+            reach = {(0, a)}
+            for d in range(p):
+                rest = p - 1 - d  # stages still to come in each half
+                reach = _paired_step(reach, lambda i, j, d=d: alpha[d](i) - m * P[i] - m * P[j],
+                                     lambda i, j: m * (P[i] + P[j]), T, a - rest, range(a + 1, n - rest + 1), False)
+                if not reach:
+                    break
+            if (a, n) in reach:
+                return True
+        return False
+
+    return v_fold if placement == "v" else loop
+
+
+def _least_paired(feasible: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The largest ``T`` in ``[lo, hi]`` found infeasible by bisection (``hi`` is a split's own value,
+    so feasible): no split has every device under it. ``lo`` when ``lo`` is feasible already."""
+    if feasible(lo):
+        return lo
+    while hi - lo > PAIRED_RTOL * hi:
+        mid = (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
 def _makespan_window(table: LayerTable, release: list[float], m: int, fused: bool) -> Callable[[int, int, int], float]:
     """The largest of the four one-machine bounds of the module docstring for stage ``s`` = ``[i, j)``."""
     n, t = table.n, table
@@ -108,6 +208,24 @@ def window_split(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> list[
                           _makespan_window(table, release, m, not cluster.split_backward))[1]
 
 
+def _paired_devices(table: LayerTable, cluster: Cluster, m: int, alpha: list[Callable[[int], float]],
+                    bounds: list[int], lo: float) -> float | None:
+    """min over splits of ``max_d alpha_d(b_d) + m · work(d)`` for v = 2 (:func:`_paired_feasible`),
+    bisected between ``lo`` and the value of the split ``bounds``; None when not computed."""
+    if cluster.stages_per_device != 2:
+        return None
+    n, p = table.n, cluster.devices
+    feasible = _paired_feasible([table.work(0, k) for k in range(n + 1)], alpha, m, cluster.placement)
+    if feasible is None:
+        return None
+    where = stage_devices(cluster)
+    work = [0.0] * p
+    for s in range(cluster.num_stages):
+        work[where[s]] += table.work(bounds[s], bounds[s + 1])
+    hi = max(alpha[d](bounds[d]) + m * work[d] for d in range(p))
+    return _least_paired(feasible, lo, hi * (1 + 1e-9) + 1e-9) if hi > lo else lo
+
+
 def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> PlanBound:
     """The bound of the module docstring for ``m`` microbatches."""
     table = LayerTable(layers)
@@ -117,19 +235,34 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     x = _crossings_before(cluster)
     release = [x[s] * c for s in range(S)]
     if cluster.objective == "stage_span":
-        stage, _ = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))
+        stage, split = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))
         value = m * max(stage / m, total / p)
-        return PlanBound(value, f"stage_span >= m x max(least heaviest stage work {stage / m:.6g}, "
-                                f"total work / p {total / p:.6g})")
+        text = (f"stage_span >= m x max(least heaviest stage work {stage / m:.6g}, "
+                f"total work / p {total / p:.6g}")
+        paired = _paired_devices(table, cluster, m, [lambda i: 0.0] * p, split, value)
+        if paired is not None and paired > value:
+            value, text = paired, text + f", least busiest device work {paired / m:.6g}"
+        return PlanBound(value, text + ")")
+    fused = not cluster.split_backward
     if cluster.split_backward:
         chain = math.fsum(x.forward + x.backward_input for x in layers) + layers[0].backward_weight
     else:
         chain = total
     chain += 2 * x[-1] * c
-    stage, _ = _stage_windows(table, S, _makespan_window(table, release, m, not cluster.split_backward))
+    window = _makespan_window(table, release, m, fused)
+    lanes = lane_window(layers, cluster, m, release, x, c, fused, stage_devices(cluster))
+    stage, split = _stage_windows(table, S, window if lanes is None else
+                                  lambda s, i, j: max(window(s, i, j), lanes(s, i, j)))
+    if stage == math.inf:  # no split fits even fractional recompute: leave the verdict to the search
+        stage, split = _stage_windows(table, S, window)
     average = (m * total + math.fsum(table.forward_before(d) + x[d] * c for d in range(p))) / p
     terms = {"chain of one microbatch": chain, "stage windows (DP over splits)": stage,
              "average device": average}
+    alpha = [lambda i, d=d: table.forward_before(i) + release[d]
+             + (table.backward_input(0, i) + table.backward_weight(0, i) if fused else 0.0) for d in range(p)]
+    paired = _paired_devices(table, cluster, m, alpha, split, max(terms.values()))
+    if paired is not None:
+        terms["device windows (bisection over splits)"] = paired
     name = max(terms, key=lambda k: terms[k])
     detail = ", ".join(f"{k} {v:.6g}" for k, v in terms.items())
     return PlanBound(terms[name], f"max over splits-independent terms: {detail}; the largest is the {name}")

@@ -97,7 +97,8 @@ def summary(p: Plan) -> str:
         lines.append(f"no plan: {p.reason or 'no reason given'}")
     else:
         gap = _gap(p)
-        rc = [str(st.stage) for st in p.stages if st.recompute]
+        rc = [str(st.stage) + ("" if st.recompute_layers is None else f" ({len(st.recompute_layers)} layers)")
+              for st in p.stages if st.recompute]
         lines += [
             f"microbatches {p.microbatches} · step time {_ms(p.step_time)} · lower bound over all splits "
             f"{_ms(p.lower_bound)} · gap {gap}",

@@ -35,15 +35,30 @@ class InfeasibleSplit(ValueError):
 
 @dataclass(frozen=True)
 class Split:
-    """Stage ``s`` holds expanded layers ``[bounds[s], bounds[s+1])``; ``recompute[s]`` checkpoints it."""
+    """Stage ``s`` holds expanded layers ``[bounds[s], bounds[s+1])``; ``recompute[s]`` checkpoints it:
+    every recomputable layer of it, or when ``partial[s]`` is a number, that many of them (per-layer
+    granularity, in :func:`.sums.recompute_order`). ``partial`` is None when no stage is partial."""
 
     bounds: tuple[int, ...]
     recompute: tuple[bool, ...]
+    partial: tuple[int | None, ...] | None = None
 
     @classmethod
-    def of(cls, bounds: list[int] | tuple[int, ...], recompute: list[bool] | tuple[bool, ...] | None = None) -> Split:
+    def of(cls, bounds: list[int] | tuple[int, ...], recompute: list[bool] | tuple[bool, ...] | None = None,
+           partial: list[int | None] | tuple[int | None, ...] | None = None) -> Split:
         rc = tuple(recompute) if recompute is not None else (False,) * (len(bounds) - 1)
-        return cls(tuple(bounds), rc)
+        counts = None
+        if partial is not None:  # a count only where the stage recomputes; all None is no partial at all
+            counts = tuple(c if f and c is not None else None for f, c in zip(rc, partial, strict=True))
+            counts = counts if any(c is not None for c in counts) else None
+        return cls(tuple(bounds), rc, counts)
+
+    def count(self, stage: int) -> int | None:
+        """How many layers stage ``stage`` recomputes when not all (None: all, or it does not)."""
+        return self.partial[stage] if self.partial is not None else None
+
+    def counts(self) -> list[int | None]:
+        return [self.count(s) for s in range(self.num_stages)]
 
     @property
     def num_stages(self) -> int:
@@ -64,6 +79,9 @@ class Split:
                  for s in range(len(b) - 1) if b[s + 1] <= b[s]]
         if len(self.recompute) != len(b) - 1:
             errs.append(f"recompute has {len(self.recompute)} flags for {len(b) - 1} stages")
+        if self.partial is not None and (len(self.partial) != len(b) - 1
+                                         or any(c is not None and c < 1 for c in self.partial)):
+            errs.append(f"partial needs one count >= 1 (or None) per stage (got {list(self.partial)})")
         return errs
 
 
@@ -148,7 +166,7 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
     errs = split.errors(len(layers), cluster.num_stages)
     if errs:
         raise ValueError("; ".join(errs))
-    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
+    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s], split.count(s))
             for s in range(split.num_stages)]
     where = stage_devices(cluster)
     comm = [tidy(cluster.link.time(sums[s].output)) if where[s] != where[s + 1] else 0.0

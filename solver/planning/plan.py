@@ -15,7 +15,8 @@ PlanStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
 
 
 class PlanStage(BaseModel):
-    """Stage ``stage`` runs expanded layers ``[layers[0], layers[1])`` on ``device``."""
+    """Stage ``stage`` runs expanded layers ``[layers[0], layers[1])`` on ``device``; with ``recompute``
+    it checkpoints every recomputable layer, or only ``recompute_layers`` when they are listed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -23,6 +24,8 @@ class PlanStage(BaseModel):
     device: int
     layers: tuple[int, int]
     recompute: bool = False
+    recompute_layers: list[int] | None = Field(None, description="Per-layer recompute: the expanded indices "
+                                               "recomputed (null: all the stage's recomputable layers).")
 
 
 class Baseline(BaseModel):

@@ -4,7 +4,9 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
 
 1. **Rules** (:mod:`.split`): the balanced DP, for v >= 2 the chunk-capped and device-balanced splits,
    the split the lower bound's stage windows favour (:func:`.bound.window_split`: the ramp in view),
-   the AdaPipe-style DP and the uniform, torchtitan and Megatron rules; each distinct split is induced
+   the AdaPipe-style DP and the uniform, torchtitan and Megatron rules, and each of them that recomputes
+   again with per-layer recompute (:func:`.partial.thinned`: only the layers the estimate needs); each
+   distinct split is induced
    (:mod:`.induce`) and solved with the same method and the same time share, so the baselines are
    measured exactly like the plan. Splits are solved least lower bound first
    (:func:`.bound.split_bound`, raised to the solver's analytic bound of the split's problem).
@@ -12,7 +14,8 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    device on the critical path of a pipeline is its busiest one up to the ramp), move the first or last
    layer of each of their stages to the neighbouring stage, turn off the recompute of any stage (the
    rules size memory by an estimate; the exact limit may allow it) and turn it on for the stages of
-   devices whose peak is at their limit (their schedule may be waiting for memory). Moves whose split
+   devices whose peak is at their limit (their schedule may be waiting for memory), and per-layer
+   recompute counts one layer or half of them up or down (:func:`.partial.count_moves`). Moves whose split
    bound is not below the best step are pruned (they cannot win; the cheap bound first, then the
    analytic one); the rest are solved least bound first, and the best move is kept while it
    improves.
@@ -45,6 +48,7 @@ from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
 from .induce import InfeasibleSplit, Split, induce, model_infeasibility, stage_devices
 from .model import Cluster, ExpandedLayer, Model, Units
+from .partial import count_moves, thinned
 from .plan import Baseline, Exports, Plan, PlanStage
 from .split import (
     SplitContext,
@@ -58,7 +62,7 @@ from .split import (
     torchtitan,
     uniform,
 )
-from .sums import stage_sums
+from .sums import recompute_order, stage_sums
 
 #: Share of the time limit planned for (solvers may overrun their own limit by a little).
 SAFETY = 0.85
@@ -157,6 +161,8 @@ class _Search:
                "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
                "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers), "torchtitan": torchtitan(ctx, layers),
                "megatron": megatron(ctx, layers)}
+        for name, split in list(out.items()):  # per-layer recompute: only the layers the estimate needs
+            out[f"{name}, per layer"] = thinned(ctx, split)
         if all(s is None for s in out.values()):  # the estimate fits nothing: let the exact limit decide
             free = SplitContext.of(layers, self.cluster.model_copy(update={"memory_per_device": None}), self.m)
             found = least_recompute(free, min_max_cap(free))
@@ -168,7 +174,7 @@ class _Search:
     def neighbours(self, best: Candidate) -> list[Split]:
         """Local moves of boundary layers off the busiest devices, recompute turned off, and turned on
         where a device's memory peak is at its limit (the schedule may be waiting for memory)."""
-        b, rc, S = list(best.split.bounds), best.split.recompute, self.ctx.S
+        b, rc, S, part = list(best.split.bounds), best.split.recompute, self.ctx.S, best.split.partial
         busy = [0.0] * self.cluster.devices
         for op in best.schedule.ops if best.schedule else []:
             busy[op.device] += op.end - op.start
@@ -180,16 +186,19 @@ class _Search:
                     if 0 < edge < S:
                         moved = b.copy()
                         moved[edge] += step
-                        out.append(Split.of(moved, rc))
+                        out.append(Split.of(moved, rc, part))
                         refit = self.ctx.with_recompute(moved)
                         if refit is not None:
                             out.append(refit)
-        out += [Split.of(b, [f and t != s for t, f in enumerate(rc)]) for s in range(S) if rc[s]]
+        out += [Split.of(b, [f and t != s for t, f in enumerate(rc)], part) for s in range(S) if rc[s]]
         limit = best.problem.memory.limit if best.problem is not None else None
         if isinstance(limit, list) and best.schedule is not None:  # memory-bound devices: recompute more
             full = [d for d, peak in enumerate(best.schedule.peak_memory) if peak >= 0.98 * limit[d]]
-            out += [Split.of(b, [f or t == s for t, f in enumerate(rc)]) for s in range(S)
+            out += [Split.of(b, [f or t == s for t, f in enumerate(rc)], part) for s in range(S)
                     if where[s] in full and not rc[s] and self.ctx.table.can_recompute(b[s], b[s + 1])]
+            out += count_moves(self.ctx, best.split, set(full))
+        else:
+            out += count_moves(self.ctx, best.split, set())
         return [x for x in dict.fromkeys(out) if x not in self.seen]
 
     def run(self) -> tuple[Candidate | None, dict[str, Candidate | None]]:
@@ -219,16 +228,21 @@ class _Search:
         return best, named
 
 
-def _stages(cluster: Cluster, split: Split) -> list[PlanStage]:
-    where = stage_devices(cluster)
-    return [PlanStage(stage=s, device=where[s], layers=(split.bounds[s], split.bounds[s + 1]),
-                      recompute=split.recompute[s]) for s in range(split.num_stages)]
+def _stages(cluster: Cluster, split: Split, layers: list[ExpandedLayer]) -> list[PlanStage]:
+    where, b = stage_devices(cluster), split.bounds
+
+    def chosen(s: int) -> list[int] | None:
+        count = split.count(s)
+        return None if count is None else sorted(recompute_order(layers, b[s], b[s + 1])[:count])
+
+    return [PlanStage(stage=s, device=where[s], layers=(b[s], b[s + 1]), recompute=split.recompute[s],
+                      recompute_layers=chosen(s)) for s in range(split.num_stages)]
 
 
 def _peak_memory(layers: list[ExpandedLayer], cluster: Cluster, split: Split, schedule: Schedule) -> list[float]:
     """Static memory plus the schedule's peak (recompute transients included, as the validator sees them)."""
     where = stage_devices(cluster)
-    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s])
+    sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s], split.count(s))
             for s in range(split.num_stages)]
     return [schedule.peak_memory[d] + math.fsum(sums[s].static for s in range(len(sums)) if where[s] == d)
             for d in range(cluster.devices)]
@@ -254,9 +268,10 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     choices = cluster.microbatch_choices()
     results = []
     bounds = {m: plan_lower_bound(layers, cluster, m) for m in choices}
-    for m in choices:
-        search = _Search(layers, cluster, m, method, SAFETY * time_limit_s / len(choices), floor=bounds[m].value,
-                         units=model.units)
+    for k, m in enumerate(choices):  # the bounds' time counts against the limit too
+        left = SAFETY * time_limit_s - (time.perf_counter() - t0)
+        search = _Search(layers, cluster, m, method, max(left / (len(choices) - k), MIN_SHARE_S),
+                         floor=bounds[m].value, units=model.units)
         best, named = search.run()
         results.append((m, search, best, named))
     found = [r for r in results if r[2] is not None and r[2].step < math.inf]
@@ -272,7 +287,7 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
         return _infeasible(model, cluster, method, why, t0)
     m, search, best, named = min(found, key=lambda r: r[2].step / r[0])
     bound, step = bounds[m], best.step
-    baselines = [Baseline(name=name, stages=_stages(cluster, c.split) if c else [],
+    baselines = [Baseline(name=name, stages=_stages(cluster, c.split, layers) if c else [],
                           step_time=c.step if c and c.step < math.inf else None,
                           status=(c.schedule.status if c and c.schedule and c.schedule.ops else "infeasible"),
                           reason=None if c and c.step < math.inf else
@@ -282,7 +297,7 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
                       torchtitan_module_fqns=torchtitan_fqns(layers, best.split.bounds, names))
     return Plan(model=model, cluster=cluster, method=method,
                 status="optimal" if step <= bound.value * (1 + 1e-9) + 1e-9 else "feasible",
-                microbatches=m, stages=_stages(cluster, best.split), problem=best.problem,
+                microbatches=m, stages=_stages(cluster, best.split, layers), problem=best.problem,
                 schedule=best.schedule, step_time=step,
                 lower_bound=min(bound.value, step),  # equal up to the 12-digit tidying of stage sums
                 lower_bound_derivation=bound.derivation,

@@ -4,7 +4,8 @@ Planning looks at thousands of candidate stages, so a :class:`LayerTable` keeps 
 per-layer figure and answers a range in O(1); :func:`stage_sums` is the exact (``math.fsum``, tidied)
 version the induced :class:`~pipesched.solver.Problem` is built from.
 
-Recomputation (activation checkpointing) of a stage applies to the layers that define ``recompute``:
+Recomputation (activation checkpointing) of a stage applies to the layers that define ``recompute``
+(all of them, or a number of them taken in :func:`recompute_order`: per-layer granularity):
 their deltas become the recompute deltas, their B re-runs their F first (B costs
 ``backward_input + forward``), and while that B runs their full ``memory.forward`` is live again: the
 stage's *transient* (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -50,10 +51,25 @@ class StageSums:
         return max(0.0, self.d_forward, self.d_forward + self.d_backward_input)
 
 
-def stage_sums(layers: list[ExpandedLayer], start: int, end: int, recompute: bool) -> StageSums:
-    """Sums over layers ``[start, end)``; with ``recompute`` the layers that define it are recomputed."""
+def recompute_order(layers: list[ExpandedLayer], start: int, end: int) -> list[int]:
+    """The recomputable layers of ``[start, end)`` in the order a partial recompute takes them: the
+    most activation memory saved per forward time re-run first (free ones first), then model order."""
+    def key(k: int) -> tuple[float, int]:
+        x = layers[k]
+        save = x.mem_forward - (x.recompute[0] if x.recompute is not None else 0.0)
+        return (-math.inf if x.forward == 0 else -save / x.forward, k)
+
+    return sorted((k for k in range(start, end) if layers[k].recompute is not None), key=key)
+
+
+def stage_sums(layers: list[ExpandedLayer], start: int, end: int, recompute: bool,
+               count: int | None = None) -> StageSums:
+    """Sums over layers ``[start, end)``; with ``recompute`` the layers that define it are recomputed,
+    all of them, or with ``count`` the first ``count`` of :func:`recompute_order` (per-layer choice)."""
     part = layers[start:end]
-    rc = [x.recompute is not None and recompute for x in part]
+    chosen = set(recompute_order(layers, start, end)[:count]) if recompute and count is not None else None
+    rc = [x.recompute is not None and recompute and (chosen is None or start + k in chosen)
+          for k, x in enumerate(part)]
     f = tidy(math.fsum(x.forward for x in part))
     b = tidy(math.fsum(x.backward_input + (x.forward if r else 0.0) for x, r in zip(part, rc, strict=True)))
     w = tidy(math.fsum(x.backward_weight for x in part))

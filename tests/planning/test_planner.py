@@ -20,7 +20,12 @@ def check_plan(result: Plan) -> None:
     bounds = [result.stages[0].layers[0], *(st.layers[1] for st in result.stages)]
     assert bounds[0] == 0 and bounds[-1] == len(layers)
     assert all(a.layers[1] == b.layers[0] for a, b in zip(result.stages, result.stages[1:], strict=False))
-    split = Split.of(bounds, [st.recompute for st in result.stages])
+    for st in result.stages:  # per-layer recompute names layers of its own stage that can recompute
+        assert st.recompute or st.recompute_layers is None
+        assert all(st.layers[0] <= k < st.layers[1] and layers[k].recompute is not None
+                   for k in st.recompute_layers or [])
+    split = Split.of(bounds, [st.recompute for st in result.stages],
+                     [None if st.recompute_layers is None else len(st.recompute_layers) for st in result.stages])
     assert induce(layers, result.cluster, split, result.microbatches, result.model.units) == result.problem
     assert result.schedule is not None and result.schedule.problem == result.problem
     assert validate(result.schedule) == []

@@ -1,0 +1,53 @@
+"""Brute force over every split and recompute choice of a tiny model: what the plan bound must stay under."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from pipesched.solver import SolveOptions, solve
+from pipesched.solver.core.canonical import problem_key
+from pipesched.solver.planning import Cluster, Model
+from pipesched.solver.planning.induce import InfeasibleSplit, Split, induce
+from pipesched.solver.planning.sums import recompute_order
+
+
+def head_heavy_model(rng: random.Random, n: int) -> Model:
+    """Blocks that may recompute (their activations shrink, B re-runs F) and a heavy last layer."""
+    layers = [{"name": f"b{k}", "forward": 1, "backward_input": 1, "backward_weight": rng.choice([0, 1]),
+               "memory": {"forward": 2, "backward_input": -1, "backward_weight": -1}, "static": 1, "output": 1.0,
+               "recompute": {"memory": {"forward": 0.5, "backward_input": 0.5, "backward_weight": -1}}}
+              for k in range(n - 1)]
+    layers.append({"name": "head", "forward": 3, "backward_input": 3, "backward_weight": 2,
+                   "memory": {"forward": 3, "backward_input": -2, "backward_weight": -1}, "static": 2})
+    return Model.model_validate({"layers": layers})
+
+
+def recompute_choices(layers: list, bounds: list[int]) -> list[Split]:
+    """Every per-layer recompute choice of a split of layers that differ only in kind: per stage, how
+    many of its recomputable layers are recomputed (which of them is immaterial for identical blocks)."""
+    ranges = [range(len(recompute_order(layers, bounds[s], bounds[s + 1])) + 1) for s in range(len(bounds) - 1)]
+    return [Split.of(bounds, [c > 0 for c in counts], list(counts)) for counts in itertools.product(*ranges)]
+
+
+def best_over_splits_and_recompute(model: Model, cluster: Cluster, m: int) -> float:
+    """min over every split and every per-layer recompute choice that fits memory of the optimum, or
+    where CP-SAT does not prove it, of the bound it proves (below the optimum: a stricter test)."""
+    layers, best, seen = model.expanded(), float("inf"), set()
+    for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
+        for split in recompute_choices(layers, [0, *cuts, len(layers)]):
+            rc = split.partial
+            try:
+                problem = induce(layers, cluster, split, m)
+            except InfeasibleSplit:
+                continue
+            if problem_key(problem) in seen:
+                continue
+            seen.add(problem_key(problem))
+            schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=20))
+            if schedule.status == "infeasible":
+                continue
+            proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
+            assert proven is not None, (cuts, rc, schedule.status)
+            best = min(best, proven)
+    return best
