@@ -162,10 +162,11 @@ class PipelineExecutor:
         if left or st.recvs:
             raise PipelineError(f"rank {self.rank}: step ended with unused {', '.join(left) or 'receives'}: "
                                 "the schedule does not cover every op of this rank")
-        t_twin = time.perf_counter()
+        self.last_twin_s = 0.0
         if self.twins is not None:
+            t_twin = time.perf_counter()
             self.twins.finish()
-        self.last_twin_s = time.perf_counter() - t_twin
+            self.last_twin_s = time.perf_counter() - t_twin
         self.last_step_s = time.perf_counter() - t_step
         self.last_op_s = st.op_s
         self.last_op_cpu_s = st.op_cpu_s

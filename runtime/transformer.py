@@ -144,7 +144,10 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
     training steps of the schedule on this rank's stages, from fresh weights.
 
     Returns per job the last step's gradients keyed as :func:`reference_grads`, the fastest step's
-    wall time ``step_s`` and that step's busy (compute) time ``busy_s``, in seconds.
+    wall time ``step_s``, that step's busy (compute) time ``busy_s``, its compute in this thread's
+    CPU time ``cpu_s`` (what a loaded machine does not inflate), its twin gradient sum ``twin_s`` (dual
+    placement; 0 otherwise) and its ``timeline``: ``(kind, stage, microbatch, wait, start, end, cpu)``
+    per op (times from the step's start), all in seconds.
     """
     from .executor import PipelineExecutor
 
@@ -162,16 +165,21 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
         mine = {s: stages[model(s)] for s in Instance.from_problem(schedule.problem).stages_of_device[rank]}
         recompute = [s for s in (rest[0] if rest else ()) if s in mine]
         ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
-        best = (float("inf"), 0.0)
+        best: dict = {"step_s": float("inf")}
         for _ in range(steps):
             for m in mine.values():
                 m.zero_grad(set_to_none=True)
             t0 = time.perf_counter()
             ex.step(tokens, targets)
-            best = min(best, (time.perf_counter() - t0, ex.last_busy_s))
+            step_s = time.perf_counter() - t0
+            if step_s < best["step_s"]:
+                best = {"step_s": step_s, "busy_s": ex.last_busy_s, "cpu_s": sum(ex.last_op_cpu_s.values()),
+                        "twin_s": ex.last_twin_s,
+                        "timeline": [(o.kind, o.stage, o.microbatch, *t, ex.last_op_cpu_s[o])
+                                     for o, t in ex.last_timeline.items()]}
         grads = {f"{split[model(s)][0] + k}.{name}": w.grad.clone()
                  for s, m in mine.items() for k, layer in enumerate(m) for name, w in layer.named_parameters()}
-        out.append({"grads": grads, "step_s": best[0], "busy_s": best[1]})
+        out.append({"grads": grads, **best})
     return out
 
 
