@@ -65,6 +65,13 @@ PRECEDENCES_OVERSHOOT_S = 0.1
 #: (the portfolio's own LP workers). Searches whose wall budget is below this many seconds per op run
 #: on one worker without the linear relaxation.
 LP_S_PER_OP = 1.2e-3
+#: On models with a memory cumulative the root set-up grows with the square of each device's op count
+#: and does not look at the clock either: the cumulative's linear relaxation and the root probing took
+#: 0.21 s at 48 ops per device (p = 4, m = 16) and 6.9 s at 192 (p = 16, m = 64), 1.1-2.3e-5 s per pair
+#: of ops on one device, on one core with the other busy (``python benchmarks/cpsat_setup.py``); the
+#: constant is above the largest rate. A search planned for less than this times the sum over devices
+#: of (ops on it)^2 skips both; with them, a 10 s ``auto`` at p = 16, m = 64 ran 16 s (docs/limits.md).
+SETUP_S_PER_PAIR = 2.5e-5
 
 #: Measured wall seconds per op (one core, about doubled for a shared machine) of one classic recipe
 #: or greedy run (incl. its validation) and of the relaxations' set-up .

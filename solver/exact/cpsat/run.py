@@ -11,6 +11,7 @@ from the model's integer times.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ...budget import (
     PRECEDENCES_DTIME_PER_SECOND,
     PRECEDENCES_OVERSHOOT_S,
     RESOURCE_DTIME_PER_SECOND,
+    SETUP_S_PER_PAIR,
     note_wall_cut,
     retime_cost,
     wall_cuts,
@@ -80,10 +82,12 @@ def add_hint(cm: CpsatModel, start: Mapping[OpId, float]) -> None:
 
 def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,
                       dtime: float | None = None, lp: bool = True, precedences_only: bool = False,
-                      fixed_search: bool = False) -> None:
+                      fixed_search: bool = False, probing: bool = True) -> None:
     """``dtime`` (deterministic time) is what normally stops the search, so results repeat; callers
     derive it from the nominal budget, never from a measured clock. ``seconds`` is the wall safety net.
-    ``lp=False`` turns the linear relaxation off (see :data:`LP_S_PER_OP`).
+    ``lp=False`` turns the linear relaxation off and ``probing=False`` the root probing (see
+    :func:`root_setup_cost`). ``PIPESCHED_CPSAT_LOG=1`` in the environment prints CP-SAT's own log
+    (where the time goes: docs/development.md).
 
     ``precedences_only`` (the model is no-overlaps and precedences, :attr:`CpsatModel.precedences_only`):
     no LP (its relaxation adds nothing to the precedence propagation; its first solve cost ~0.7 s at 768
@@ -99,6 +103,8 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
         prm.search_branching = cp_model.FIXED_SEARCH
     if not lp:
         prm.linearization_level = 0
+    if not probing:
+        prm.cp_model_probing_level = 0
     prm.max_time_in_seconds = max(0.05, seconds)
     prm.max_deterministic_time = max(0.02, dtime if dtime is not None else seconds * DTIME_PER_SECOND)
     prm.num_workers = max(1, workers)
@@ -106,7 +112,20 @@ def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *
     prm.random_seed = 1
     prm.cp_model_presolve = presolve
     prm.expand_reservoir_constraints = False
-    prm.log_search_progress = False
+    prm.log_search_progress = os.environ.get("PIPESCHED_CPSAT_LOG", "") not in ("", "0")
+
+
+def root_setup_cost(inst: Instance, sc: Scaling) -> float:
+    """Wall seconds CP-SAT's root set-up (linear relaxation, probing) may take without looking at the
+    clock: per op (:data:`LP_S_PER_OP`), and on models with a memory cumulative per pair of ops on one
+    such device (:data:`SETUP_S_PER_PAIR`). A search planned for less runs without them, so a short
+    limit on a large capped model is kept (issue 12 target 5)."""
+    cost = LP_S_PER_OP * inst.num_ops
+    if needs_memory_resource(inst, sc):
+        ops_on = [sum(len(inst.stage_microbatches(s)) for s in stages) * (3 if inst.split_backward else 2)
+                  for stages in inst.stages_of_device]
+        cost = max(cost, SETUP_S_PER_PAIR * sum(n * n for n in ops_on))
+    return cost
 
 
 def model_lower(inst: Instance, sc: Scaling, bound: float) -> int:
@@ -180,9 +199,9 @@ def solve_model(
         note_wall_cut(phase + " (not started)")
         return CpsatResult(incumbent, False, min(lb, incumbent.objective))
     solver = cp_model.CpSolver()
-    lp = planned >= LP_S_PER_OP * inst.num_ops
+    lp = planned >= root_setup_cost(inst, sc)
     solver_parameters(solver, seconds, workers if lp and not cm.precedences_only else 1, dtime=dtime, lp=lp,
-                      precedences_only=cm.precedences_only, fixed_search=fixed)
+                      precedences_only=cm.precedences_only, fixed_search=fixed, probing=lp)
     status = solver.solve(cm.model)
     if stopped_by_wall(solver, status):
         note_wall_cut(phase)
