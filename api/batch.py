@@ -35,7 +35,7 @@ from pipesched.solver.core.schedule import Schedule
 from pipesched.solver.planning.key import plan_key
 from pipesched.solver.planning.plan import Plan
 
-from .batch_engines import Engine, EngineConfig, StopBatch, make_engine
+from .batch_engines import Answer, Engine, EngineConfig, StopBatch, make_engine
 from .batch_io import Item, Progress, Row, read_items, write_atomic, write_summary
 from .batch_plans import PlanEngine, make_plan_engine
 
@@ -141,7 +141,8 @@ def run_batch(problems: str | Path, out: str | Path, *, jobs: int = 1, method: s
         runner = make_engine(engine, config)
     except StopBatch as e:
         raise InputError(str(e)) from None
-    plans = make_plan_engine(engine, config) if any(i.plan is not None for i in items) else None
+    has_plans = any(i.plan is not None for i in items) and runner.stream is None  # a stream plans itself
+    plans = make_plan_engine(engine, config) if has_plans else None
     out.mkdir(parents=True, exist_ok=True)
     log = {} if force else solved_log(out)
     rows: dict[str, Row] = {}
@@ -211,8 +212,23 @@ def _run(todo: list[tuple[Item, Schedule | None]], engine: Engine, config: Engin
                 started += 1
             results.put(_one(item, hint, engine, stop) if item.plan is None else _one_plan(item, plans, stop))
 
+    def from_stream() -> None:
+        """A streaming engine is handed every item at once and answers them as they arrive."""
+        assert engine.stream is not None
+        items = [item.plan if item.plan is not None else (item.problem, hint) for item, hint in todo]
+        try:
+            for index, answer, elapsed in engine.stream(items, stop):  # type: ignore[arg-type]
+                results.put(_row(todo[index][0], answer, elapsed, stop))
+        except StopBatch as e:
+            results.put(e)
+        except Exception as e:  # the engine itself broke (e.g. the cluster went away): stop, do not hang
+            results.put(StopBatch(f"the batch engine failed: {type(e).__name__}: {e}"))
+
+    if engine.stream is not None and todo:
+        started = len(todo)
+        threading.Thread(target=from_stream, daemon=True, name="pipesched-batch").start()
     width = max(1, min(engine.slots or config.jobs, len(todo)))
-    for _ in range(width if todo else 0):
+    for _ in range(width if todo and engine.stream is None else 0):
         threading.Thread(target=work, daemon=True, name="pipesched-batch").start()
     received, fatal = 0, None
     deadline: float | None = None  # once stopping: how long to wait for solves being killed
@@ -253,24 +269,28 @@ def _one(item: Item, hint: Schedule | None, engine: Engine, stop: threading.Even
     assert item.problem is not None
     t0 = time.perf_counter()
     try:
-        schedule_json, error = engine.solve(item.problem, hint)
+        answer = engine.solve(item.problem, hint)
     except StopBatch as e:
         return e
-    elapsed = time.perf_counter() - t0
-    if schedule_json is None:
-        return Row(item.name, error=error, time_s=elapsed, interrupted=stop.is_set())
-    return Row(item.name, schedule=Schedule.model_validate_json(schedule_json), time_s=elapsed)
+    return _row(item, answer, time.perf_counter() - t0, stop)
 
 
 def _one_plan(item: Item, plans: PlanEngine | None, stop: threading.Event) -> Row | StopBatch:
     assert item.plan is not None and plans is not None
     t0 = time.perf_counter()
     try:
-        plan_json, error = plans.plan(item.plan)
+        answer = plans.plan(item.plan)
     except StopBatch as e:
         return e
-    elapsed = time.perf_counter() - t0
-    if plan_json is None:
+    return _row(item, answer, time.perf_counter() - t0, stop)
+
+
+def _row(item: Item, answer: Answer, elapsed: float, stop: threading.Event) -> Row:
+    """An engine's answer (a schedule, or a plan for a plan item) as the item's summary row."""
+    found_json, error = answer
+    if found_json is None:
         return Row(item.name, error=error, time_s=elapsed, interrupted=stop.is_set())
-    found = Plan.model_validate_json(plan_json)
+    if item.plan is None:
+        return Row(item.name, schedule=Schedule.model_validate_json(found_json), time_s=elapsed)
+    found = Plan.model_validate_json(found_json)
     return Row(item.name, schedule=found.schedule, plan=found, time_s=elapsed, key=item_key(item))

@@ -3,8 +3,10 @@
 An engine is a function that solves one problem (``Engine.solve``) and a way to stop every solve
 in flight (``Engine.stop``, called on Ctrl-C / SIGTERM). The driver (:mod:`pipesched.api.batch`)
 owns reading, resuming, writing and the summary, so an engine only has to answer one problem at a
-time from several threads. ``ENGINES`` maps ``--engine NAME`` to a factory; a new engine (a
-cluster, a queue) registers one more entry beside ``local``.
+time from several threads. An engine that works better on many items at once (a cluster, where
+each remote call has a fixed cost) sets ``Engine.stream`` instead: it is given every item, problems
+and plan requests alike, and yields the answers as they arrive. ``ENGINES`` maps ``--engine NAME``
+to a factory; a new engine (a cluster, a queue) registers one more entry beside ``local``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,11 +23,17 @@ from typing import TYPE_CHECKING
 from pipesched.solver.core.problem import Problem
 from pipesched.solver.core.schedule import Schedule
 
+from .plan_models import PlanRequest
+
 if TYPE_CHECKING:
     from .solving.runner import ProcessRunner
 
 #: ``(schedule JSON, None)`` or ``(None, error message)``.
 Answer = tuple[str | None, str | None]
+#: An item for a streaming engine: a problem (with the schedule to warm-start from) or a plan request.
+Work = tuple[Problem, Schedule | None] | PlanRequest
+#: ``stream(items, stop)`` yields ``(index in items, answer, seconds it took)`` as answers arrive.
+Stream = Callable[[list[Work], threading.Event], Iterator[tuple[int, Answer, float]]]
 
 
 class StopBatch(Exception):  # noqa: N818 (a signal to the driver, not a failure of one problem)
@@ -45,11 +54,13 @@ class EngineConfig:
 @dataclass
 class Engine:
     """``solve(problem, hint)`` answers one problem (may raise :class:`StopBatch`); ``stop()`` kills
-    whatever is running; ``slots`` overrides ``--jobs`` when the engine knows its own width."""
+    whatever is running; ``slots`` overrides ``--jobs`` when the engine knows its own width;
+    ``stream``, when set, is used instead of ``solve`` and answers plan requests too."""
 
     solve: Callable[[Problem, Schedule | None], Answer]
     stop: Callable[[], None] = field(default=lambda: None)
     slots: int | None = None
+    stream: Stream | None = None
 
 
 def answer_of(outcome: str, payload: str) -> Answer:

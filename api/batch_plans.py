@@ -2,9 +2,10 @@
 
 Locally: one killable process per plan, forked like the solves (:func:`~pipesched.api.solving.
 plan_worker.run_plan`, killed at ``time_limit_s + grace``). With ``--server``: ``POST /v1/plan``
-through :meth:`pipesched.client.Client.plan`, so the service's plan cache answers repeats. Ray
-workers do not plan yet: a plan item in an ``--engine ray`` sweep fails with that reason and the
-rest of the sweep runs.
+through :meth:`pipesched.client.Client.plan`, so the service's plan cache answers repeats. A
+streaming engine (``--engine ray``) plans on its own workers and needs none of these
+(:mod:`pipesched.api.batch_ray`); an engine that can neither fails each plan item with that reason
+and the rest of the sweep runs.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def server_plans(config: EngineConfig) -> PlanEngine:
 
 def unsupported_plans(engine: str) -> PlanEngine:
     def plan(_req: PlanRequest) -> Answer:
-        return None, f"--engine {engine} does not plan models yet: run plan requests locally or with --server"
+        return None, f"--engine {engine} does not plan models: run plan requests locally or with --server"
 
     return PlanEngine(plan=plan)
 

@@ -84,7 +84,7 @@ class RayCluster:
 
     def kill_second_node(self, timeout_s: float = 60) -> bool:
         """SIGKILL the second node's raylet and everything under it (its workers, agents), at a moment
-        when one of its workers is running a solve (Ray titles it ``ray::_solve_in_worker``; an idle one
+        when one of its workers is running a solve (Ray titles it ``ray::_solve_chunk``; an idle one
         is ``ray::IDLE``). Returns whether a solve was running at the kill (False: the deadline passed)."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -92,7 +92,7 @@ class RayCluster:
                        if "raylet" in _cmdline(p)]
             assert len(raylets) == 1, raylets
             victims = _tree(raylets)
-            busy = any(_cmdline(p).startswith("ray::_solve_in_worker") for p in victims)
+            busy = any(_cmdline(p).startswith("ray::_solve_chunk") for p in victims)
             if busy or time.monotonic() > deadline:
                 break
             time.sleep(0.005)
@@ -100,6 +100,16 @@ class RayCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return busy
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by every process of this cluster (raylets, GCS, workers) and the
+        children they reaped (solve processes): a benchmark's load-independent count of work."""
+        total = 0
+        for pid in _tree(self._pids(str(self.temp_dir))):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+        return total / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         """Every process of this cluster: those naming its temp dir, and their descendants."""
