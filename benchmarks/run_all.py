@@ -9,7 +9,8 @@ has two cores.
 in ``results/run_all.md`` after a run); ``--full`` adds the long ones: the zero-bubble paper cases
 (24 solves of up to 60 s), the held-out tables (48 solves of 10 s; ``--quick`` runs 6 of each set
 into ``heldout_quick.md``) and the zero-bubble grid's tuning, every unit-cost limit, the placements, determinism, the ILP comparisons,
-CP-SAT's clock on the paper cases, the torch runtime and the anchors against torch's orders. ``--list`` prints the plan.
+CP-SAT's clock on the paper cases, the torch runtime, the anchors against torch's orders, the V placement,
+DualPipe, planning, scale-out and cost-model fidelity tables. ``--list`` prints the plan.
 
     python benchmarks/run_all.py --quick | --full [--only NAME[,NAME]] [--list]
 """
@@ -75,6 +76,18 @@ STEPS: tuple[Step, ...] = (
     Step("anchors", ("anchors.py", "--full"), ("anchors.md",), False),
     Step("large_problems", ("large_problems.py",), ("large_problems.md",), False),
     Step("time_limits_under_load", ("time_limits_under_load.py",), ("time_limits_under_load.md",), False),
+    Step("cpsat_setup", ("cpsat_setup.py",), ("cpsat_setup.md",), False),
+    Step("anchors_60s", ("anchors.py", "--quick", "--only", "v,interleaved", "--time-limits", "10,60", "--out",
+                         "benchmarks/results/anchors_60s.md"), ("anchors_60s.md",), False),
+    Step("v_placement", ("v_placement.py",), ("v_placement.md",), False),
+    Step("v_placement_60s", ("v_placement.py", "--full", "--p", "4", "8", "--profiles", "1.5B", "6.2B", "--out",
+                             "benchmarks/results/v_placement_60s.md"), ("v_placement_60s.md",), False),
+    Step("dualpipe", ("dualpipe.py",), ("dualpipe.md",), False),
+    Step("plan", ("plan.py", "--time-limit", "10"), ("plan.md",), False),
+    Step("plan_60s", ("plan.py", "--time-limit", "60", "-o", "benchmarks/results/plan_60s.md"), ("plan_60s.md",), False),
+    Step("batch_stop", ("batch_stop.py", "--trials", "2"), ("batch_stop.md",), False),
+    Step("scale_out", ("scale_out.py",), ("scale_out.md",), False),
+    Step("fidelity", ("fidelity.py",), ("fidelity.md",), False),
 )
 
 
