@@ -42,6 +42,7 @@ import torch
 
 from pipesched.runtime.contention import contention_factor
 from pipesched.runtime.launch import run_ranks
+from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
 from pipesched.runtime.profile import profile
 from pipesched.runtime.profile_layers import (
     LinkProfile,
@@ -76,11 +77,11 @@ TARGET_ERROR = 0.15
 ORDER_MARGIN = 0.10
 
 
-def _machine_rank(rank: int, world: int) -> tuple[LinkProfile, float, float]:
-    """The link (ranks 0 and 1), the executor's fixed cost per op and the contention factor, with
-    ``world`` ranks running."""
+def _machine_rank(rank: int, world: int) -> tuple[LinkProfile, float, float, LinkProfile]:
+    """The link (ranks 0 and 1), the executor's fixed cost per op, the contention factor and the
+    twin gradient sum of a dual placement (every pair at once), with ``world`` ranks running."""
     link = profile_link()
-    return link, profile_dispatch(latency_ms=link.latency_ms), contention_factor()
+    return link, profile_dispatch(latency_ms=link.latency_ms), contention_factor(), profile_twin_sum()
 
 
 def induced_problem(model: Model, split: list[tuple[int, int]], devices: int, v: int, placement: str,
@@ -131,8 +132,15 @@ def run(args: argparse.Namespace) -> str:
         "size p (measured with p ranks running): "
         + "; ".join(f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
                     + (f"{lk.gib_per_ms * 1e3:.2f} GiB/s" if lk.gib_per_ms else "not measurable (flat)")
-                    + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute"
-                    for p, (lk, d, c) in machine.items()) + ".",
+                    + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute, twin gradient sum "
+                    + (f"{tw.latency_ms:.2f} ms + {1 / (tw.gib_per_ms * 1e3):.3f} s per GiB"
+                       if tw.gib_per_ms else f"{tw.latency_ms:.2f} ms")
+                    for p, (lk, d, c, tw) in machine.items()) + ".",
+        "",
+        "Dual rows (DualPipe) add the twin gradient sum after the schedule (``runtime/post_step.py``): each pair "
+        "of twin ranks exchanges and adds the gradients of the two model stages both hold, after the later "
+        "of their last ops; its time is the calibration above (the runtime's own routine on synthetic "
+        "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
         "Predicted from layers: the schedule's makespan (layer profiles summed per stage). From stages: the same "
         "order re-timed with costs profiled on the whole stages (``pipesched.runtime.profile``), which "
@@ -142,18 +150,28 @@ def run(args: argparse.Namespace) -> str:
         "p / factor cores, each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``): "
         "the uniform factor assumes every rank is always busy; ramps and bubbles have fewer.",
         "",
+        f"Previous run's error: the error column of the file this run replaced ({args.previous[0]}), for "
+        "comparison.",
+        "",
+        "Slowest rank, measured: its step split by the executor's per-op timeline into compute (ops running), "
+        "waits (an op waiting for its input from another rank), the twin sum, and the rest (between ops: "
+        "the plan walk, posting sends). Busiest rank's compute: predicted / measured wall / measured CPU "
+        "time of the ops' thread (CPU time is what a loaded machine does not inflate).",
+        "",
         "| p | method | v | predicted step (ms) | measured step (ms) | error | predicted from stages (ms) | "
-        "its error | cores shared (ms) | its error | predicted bubble | measured bubble | busiest rank: predicted / "
-        "measured compute (ms) | within 15% | off |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "its error | cores shared (ms) | its error | post-step: predicted / measured (ms) | predicted bubble | "
+        "measured bubble | slowest rank: compute / waits / twin sum / rest (ms) | busiest rank: predicted / "
+        "measured / CPU compute (ms) | within 15% | off | previous run's error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     orders: list[str] = []
     plans: list[str] = []
     stage_costs: dict[tuple, Costs] = {}  # per split: stage costs measured on whole stages
+    stage_bytes: dict[tuple, list[int]] = {}  # per split: parameter bytes of each model stage
     for p in args.worlds:
         rows = []
         jobs = []
-        link, dispatch, contention = machine[p]
+        link, dispatch, contention, twin = machine[p]
         per_op = tuple(t + dispatch for t in overhead)
         for method, v, placement in METHODS:
             split = even_split(len(layers), p if placement == "dual" else p * v)  # dual: p model stages, twice
@@ -162,6 +180,7 @@ def run(args: argparse.Namespace) -> str:
             bare = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link)
             rows.append((method, v, schedule, bare))
             jobs.append((schedule.model_dump_json(), split))
+            stage_bytes[tuple(split)] = [param_bytes(layers[a:b]) for a, b in split]
         planned = _planned_split(model, p, args.microbatches, link, args.time_limit)
         if planned is not None:  # the same method on the split planning chose
             problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link, contention)
@@ -180,28 +199,38 @@ def run(args: argparse.Namespace) -> str:
                 stage_costs[tuple(split)] = _stage_profile(layers, split, x, y, args.repeats)
             by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
             shared = shared_cores_makespan(from_order(bare, method, schedule.order()), contention)
-            row = _row(p, method, v, schedule, [r[j] for r in results], by_stage, shared, load, contention)
-            measured.append((method, schedule.makespan, row[0]))
+            preds = {"layers": schedule.makespan, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
+            if schedule.problem.placement == "dual":  # the twin gradient sum after the step
+                sb = stage_bytes[tuple(split)]
+                preds = {"layers": dual_step_ms(schedule, sb, twin), "stages": dual_step_ms(by_stage, sb, twin),
+                         "shared": twin_after(shared, sb, twin)}
+                preds["twin"] = preds["layers"] - schedule.makespan
+            row = _row(p, method, v, schedule, [r[j] for r in results], preds, load, contention)
+            row = (row[0], row[1] + f" {args.previous[1].get((str(p), method), '–')} |")
+            measured.append((method, preds, row[0]))
             lines.append(row[1])
         orders.append(_order_check(p, measured))
         if planned is not None:
-            plans.append(_plan_check(p, planned, measured))
+            plans.append(_plan_check(p, planned, measured) + _stage_sums(model, stage_costs, sum(overhead), planned, even_split(
+                len(layers), p)))
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
     lines += _depth_table(layers, x, args.depth_rounds)
-    lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain):", ""]
+    lines += ["", "Planned split vs the uniform split, both solved by auto (target: measured gain >= half the "
+              "predicted gain; planning optimises the prediction from layers):", ""]
     lines += [f"- {x}" for x in plans] or ["- planning (pipesched.solver.planning.planner.plan) is not available"]
     return "\n".join(lines) + "\n"
 
 
-def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], by_stage: float, shared: float,
+def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], preds: dict[str, float],
          load: float, contention: float) -> tuple[float, str]:
     """(measured step ms, table row) of one replayed schedule; ``off`` names the term that misses."""
     step = 1e3 * max(r["step_s"] for r in ranks)
     busy = [1e3 * r["busy_s"] for r in ranks]
     bubble = 1 - sum(busy) / (p * step)
-    err, err_stage, err_shared = ((step - x) / step for x in (schedule.makespan, by_stage, shared))
+    err, err_stage, err_shared = ((step - preds[k]) / step for k in ("layers", "stages", "shared"))
     pred_busy, meas_busy = _busiest_work(schedule), max(busy)
+    busiest_cpu = 1e3 * max(ranks, key=lambda r: r["busy_s"])["cpu_s"]
     ok = abs(err) <= TARGET_ERROR
     cores = os.cpu_count() or 1
     compute_off = abs(meas_busy / pred_busy - 1) > 0.10
@@ -213,11 +242,22 @@ def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], by_
             f"contention ({contended}; busiest rank's compute {100 * (meas_busy / pred_busy - 1):+.0f}%)"
             if compute_off and contended else "compute" if compute_off else
             "comm/overhead" + (f" (under contention: {contended})" if contended else ""))
-    return step, (f"| {p} | {method} | {v} | {schedule.makespan:.2f} | {step:.2f} | {100 * err:+.1f}% | "
-                  f"{by_stage:.2f} | {100 * err_stage:+.1f}% | {shared:.2f} | {100 * err_shared:+.1f}% | "
-                  f"{schedule.bubble_ratio:.3f} | {bubble:.3f} | "
-                  f"{pred_busy:.2f} / {meas_busy:.2f} | {'yes' if ok else 'no'} | "
+    twin_meas = 1e3 * max(r["twin_s"] for r in ranks)
+    return step, (f"| {p} | {method} | {v} | {preds['layers']:.2f} | {step:.2f} | {100 * err:+.1f}% | "
+                  f"{preds['stages']:.2f} | {100 * err_stage:+.1f}% | {preds['shared']:.2f} | {100 * err_shared:+.1f}% | "
+                  + (f"{preds['twin']:.2f} / {twin_meas:.2f}" if schedule.problem.placement == "dual" else "–")
+                  + f" | {schedule.bubble_ratio:.3f} | {bubble:.3f} | {_split_step(ranks)} | "
+                  f"{pred_busy:.2f} / {meas_busy:.2f} / {busiest_cpu:.2f} | {'yes' if ok else 'no'} | "
                   f"{'' if ok else term} |")
+
+
+def _split_step(ranks: list[dict]) -> str:
+    """The slowest rank's step as compute / waits / twin sum / rest (ms), from its per-op timeline."""
+    r = max(ranks, key=lambda r: r["step_s"])
+    compute = sum(end - start for *_, _w, start, end, _c in r["timeline"])
+    waits = sum(start - wait for *_, wait, start, _e, _c in r["timeline"])
+    rest = r["step_s"] - compute - waits - r["twin_s"]
+    return " / ".join(f"{1e3 * x:.1f}" for x in (compute, waits, r["twin_s"], rest))
 
 
 def _stage_profile(layers: list[torch.nn.Module], split: list[tuple[int, int]], x: torch.Tensor,
@@ -228,9 +268,9 @@ def _stage_profile(layers: list[torch.nn.Module], split: list[tuple[int, int]], 
     return problem.costs
 
 
-def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: float) -> float:
-    """The makespan of ``schedule``'s per-device order under per-stage ``costs`` × the contention
-    factor + the dispatch cost."""
+def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: float) -> Schedule:
+    """``schedule``'s per-device order re-timed under per-stage ``costs`` × the contention factor +
+    the dispatch cost."""
     p = schedule.problem.devices
     new = Costs(forward=[contention * c + dispatch for c in costs.forward],
                 backward_input=[contention * c + dispatch for c in costs.backward_input],
@@ -239,7 +279,7 @@ def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: floa
     problem = Problem.model_validate({**schedule.problem.model_dump(), "costs": new.model_dump()})
     order = [[OpId(o.kind, o.stage, o.microbatch) for o in sorted(schedule.ops, key=lambda o: (o.start, o.end))
               if o.device == d] for d in range(p)]
-    return from_order(problem, schedule.method, order).makespan
+    return from_order(problem, schedule.method, order)
 
 
 def _depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) -> list[str]:
@@ -284,21 +324,57 @@ def _planned_split(model: Model, p: int, microbatches: int, link: LinkProfile,
     return [tuple(st.layers) for st in sorted(result.stages, key=lambda st: st.stage)]
 
 
-def _plan_check(p: int, split: list[tuple[int, int]], rows: list[tuple[str, float, float]]) -> str:
+def _plan_check(p: int, split: list[tuple[int, int]], rows: list[tuple[str, dict[str, float], float]]) -> str:
+    """The planned split's gain over the uniform one (both run by auto), predicted by each model
+    (layers: what the planner optimised; stages; cores shared) against measured."""
     by = {name: (pred, meas) for name, pred, meas in rows}
     (pu, mu), (pp, mp) = by["auto"], by["auto (planned split)"]
-    gain_p, gain_m = pu - pp, mu - mp
-    met = gain_m >= gain_p / 2 if gain_p > 0 else None
-    return (f"p = {p}: split {split}; predicted gain {gain_p:.2f} ms ({100 * gain_p / pu:+.1f}%), measured "
-            f"{gain_m:.2f} ms ({100 * gain_m / mu:+.1f}%): "
-            + ("no predicted gain" if met is None else "met" if met else "missed"))
+    gain_m = mu - mp
+    parts = []
+    for key, label in (("layers", "from layers"), ("stages", "from stages"), ("shared", "cores shared")):
+        gain_p = pu[key] - pp[key]
+        met = "no predicted gain" if gain_p <= 0 else "met" if gain_m >= gain_p / 2 else "missed"
+        parts.append(f"{label} {gain_p:.2f} ms ({100 * gain_p / pu[key]:+.1f}%): {met}")
+    return (f"p = {p}: split {split}; measured gain {gain_m:.2f} ms ({100 * gain_m / mu:+.1f}%); predicted "
+            + "; ".join(parts))
 
 
-def _order_check(p: int, rows: list[tuple[str, float, float]]) -> str:
-    pairs = [(a, b) for a, b in combinations(rows, 2) if abs(a[1] - b[1]) > ORDER_MARGIN * min(a[1], b[1])]
-    wrong = [f"{a[0]} vs {b[0]}" for a, b in pairs if (a[1] < b[1]) != (a[2] < b[2])]
+def _stage_sums(model: Model, stage_costs: dict[tuple, Costs], fixed: float, *splits: list[tuple[int, int]]) -> str:
+    """F + B + W per stage (ms, one microbatch) of each split, summed from the layer profiles (plus
+    the fixed cost of the three ops, which a whole-stage profile holds once) against profiled on the
+    whole stage: which stage the layer sums get wrong."""
+    layers = model.expanded()
+    out = []
+    for split in splits:
+        c = stage_costs[tuple(tuple(x) for x in split)]
+        pairs = [(fixed + sum(x.forward + x.backward_input + x.backward_weight for x in layers[a:b]),
+                  c.forward[k] + c.backward_input[k] + c.backward_weight[k]) for k, (a, b) in enumerate(split)]
+        out.append(", ".join(f"{a:.1f} / {b:.1f}" for a, b in pairs))
+    return (". Per stage F + B + W, layers summed / whole stage profiled (ms; planned, then uniform): "
+            + "; ".join(f"[{x}]" for x in out))
+
+
+def _order_check(p: int, rows: list[tuple[str, dict[str, float], float]]) -> str:
+    pairs = [(a, b) for a, b in combinations(rows, 2)
+             if abs(a[1]["layers"] - b[1]["layers"]) > ORDER_MARGIN * min(a[1]["layers"], b[1]["layers"])]
+    wrong = [f"{a[0]} vs {b[0]}" for a, b in pairs if (a[1]["layers"] < b[1]["layers"]) != (a[2] < b[2])]
     return (f"p = {p}: {len(pairs) - len(wrong)} of {len(pairs)} pairs in the predicted order"
             + (f" (not: {', '.join(wrong)})" if wrong else ""))
+
+
+def _previous(path: Path) -> tuple[str, dict[tuple[str, str], str]]:
+    """The commit and the per-row errors ((p, method) -> error cell) of the results file about to be
+    replaced, read before it is overwritten."""
+    if not path.exists():
+        return "none", {}
+    commit, errors = "commit unknown", {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 5 and cells[0].isdigit() and cells[5].endswith("%"):
+            errors[(cells[0], cells[1])] = cells[5]
+        elif line.startswith("- commit: "):
+            commit = "commit " + line.removeprefix("- commit: ").split()[0]
+    return commit, errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.hidden, args.seq, args.vocab, args.steps, args.repeats, args.time_limit = 64, 32, 2048, 3, 3, 3.0
         args.depth_rounds = 10
+    args.previous = _previous(args.output)
     publish(run(args), args.output)
     return 0
 
