@@ -322,3 +322,11 @@ ILP_FIRST_SHARE = 0.8
 #: Least nominal seconds that share must be: HiGHS runs in a fresh process (``HIGHS_START_S``) and the
 #: model is written to files first, so a shorter ILP run would only overrun a short limit (policy).
 ILP_FIRST_MIN_S = 0.5
+
+
+# --- exact models with overlapped F&B pairs (:mod:`pipesched.solver.exact.cpsat.overlap`) -------------
+
+#: Largest op count the CP-SAT model with F&B pairs takes (``costs.overlap_fb``): its pair literals grow
+#: as (ops per device)^2 / 4 per device before the window pruning (policy; dual p = 4, m = 16 is 192 ops;
+#: ``python benchmarks/dualpipe_exact.py`` shows what it proves at which size).
+PAIRED_MAX_OPS = 200

@@ -92,12 +92,14 @@ def test_overlap_fb_fields_are_checked_and_keyed() -> None:
     assert problem_key(dual(4, 8, costs={"overlap_fb": [0.5] * 4})) == problem_key(dual(4, 8, costs={"overlap_fb": 0.5}))
 
 
-def test_exact_methods_say_they_do_not_pair_and_auto_is_never_worse_than_dualpipe() -> None:
+def test_ilp_says_it_does_not_pair_and_auto_and_cpsat_are_never_worse_than_dualpipe() -> None:
     problem = dual(4, 8, costs={"overlap_fb": 0.7})
-    for name in ("cpsat", "ilp"):
-        with pytest.raises(NotApplicableError, match="overlap_fb"):
-            solve(problem, name)
-    auto, recipe = solve(problem, "auto"), solve(problem, "dualpipe")
+    with pytest.raises(NotApplicableError, match="overlap_fb"):
+        solve(problem, "ilp")
+    recipe = solve(problem, "dualpipe")
+    paired = solve(problem, "cpsat")  # the paired model (tests/solver/test_overlap_exact.py)
+    assert validate(paired) == [] and paired.objective_value <= recipe.objective_value
+    auto = solve(problem, "auto")
     assert validate(auto) == [] and auto.objective_value <= recipe.objective_value
     assert auto.lower_bound is not None and auto.lower_bound <= auto.objective_value
 

@@ -42,6 +42,7 @@ from ...heuristics.swap_past_w import polished
 from ...heuristics.warm_start import first_schedule, grid_starts, hint_start
 from ...timing.finalize import infeasible, no_schedule
 from ...timing.retime import Incumbent
+from .overlap_run import paired_refusal, solve_paired
 from .run import CpsatResult, finish, solve_model
 
 
@@ -57,19 +58,20 @@ def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = No
 
 
 def _no_pairs(problem: Problem) -> str | None:
-    """Its model runs one op at a time per device: with F&B pairs allowed its proof would be wrong."""
+    """With F&B pairs allowed the paired model (:mod:`.overlap`) runs, up to its size limit."""
     if problem.costs.overlap_fb is not None:
-        return ("costs.overlap_fb: the exact models do not pair F and B into one op yet (docs/dualpipe.md); "
-                "use dualpipe, greedy or auto")
+        return paired_refusal(problem)
     return None
 
 
 @method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit "
-                 "(not costs.overlap_fb).", _no_pairs)
+                 "(costs.overlap_fb: F&B pairs, small problems).", _no_pairs)
 @records_wall_cuts
 def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
+    if inst.overlap is not None:  # F&B pairs: the paired model
+        return solve_paired(problem, options)
     if (answer := infeasible(problem, "cpsat", inst, t0)) is not None:
         return answer
     if setup_cost(inst) > options.time_limit_s and (
