@@ -250,11 +250,16 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
         chain = total
     chain += 2 * x[-1] * c
     window = _makespan_window(table, release, m, fused)
+    stage, split = _stage_windows(table, S, window)
     lanes = lane_window(layers, cluster, m, release, x, c, fused, stage_devices(cluster))
-    stage, split = _stage_windows(table, S, window if lanes is None else
-                                  lambda s, i, j: max(window(s, i, j), lanes(s, i, j)))
-    if stage == math.inf:  # no split fits even fractional recompute: leave the verdict to the search
-        stage, split = _stage_windows(table, S, window)
+    if lanes is not None:
+        # the lanes can only matter below the lanes-included value of the split found without them
+        top = max(max(window(s, split[s], split[s + 1]), lanes(s, split[s], split[s + 1])) for s in range(S))
+        if stage < top < math.inf:
+            capped, capped_split = _stage_windows(table, S, lambda s, i, j: v if (v := window(s, i, j)) >= top
+                                                  else max(v, lanes(s, i, j)))
+            if capped > stage:
+                stage, split = capped, capped_split
     average = (m * total + math.fsum(table.forward_before(d) + x[d] * c for d in range(p))) / p
     terms = {"chain of one microbatch": chain, "stage windows (DP over splits)": stage,
              "average device": average}
