@@ -8,8 +8,9 @@ import math
 from planning_models import small_model
 
 from pipesched.solver import validate
-from pipesched.solver.planning import Cluster
+from pipesched.solver.planning import Cluster, Plan, PlanStage
 from pipesched.solver.planning.induce import Split, induce
+from pipesched.solver.planning.labels import device_labels
 from pipesched.solver.planning.partial import count_moves, counts_of, device_demand, thinned
 from pipesched.solver.planning.planner import plan
 from pipesched.solver.planning.split import SplitContext
@@ -65,3 +66,11 @@ def test_a_memory_tight_plan_with_per_layer_recompute_validates() -> None:
     assert result.schedule is not None and validate(result.schedule) == []
     assert any(st.recompute for st in result.stages)
     assert all(peak <= 28.0 + 1e-9 for peak in result.peak_memory)
+
+
+def test_a_partial_stage_is_labelled_with_its_recomputed_layer_count() -> None:
+    stages = [PlanStage(stage=0, device=0, layers=(0, 5), recompute=True, recompute_layers=[1, 2]),
+              PlanStage(stage=1, device=1, layers=(5, 10), recompute=True)]
+    labels = device_labels(Plan(model=small_model(8), cluster=Cluster(devices=2, microbatches=4), method="auto",
+                                status="feasible", stages=stages))
+    assert labels == ["layers 0–4 rc 2", "layers 5–9 rc"]
