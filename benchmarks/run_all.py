@@ -83,6 +83,7 @@ STEPS: tuple[Step, ...] = (
     Step("v_placement_60s", ("v_placement.py", "--full", "--p", "4", "8", "--profiles", "1.5B", "6.2B", "--out",
                              "benchmarks/results/v_placement_60s.md"), ("v_placement_60s.md",), False),
     Step("dualpipe", ("dualpipe.py",), ("dualpipe.md",), False),
+    Step("dualpipe_exact", ("dualpipe_exact.py",), ("dualpipe_exact.md",), False),
     Step("plan", ("plan.py", "--time-limit", "10"), ("plan.md",), False),
     Step("plan_60s", ("plan.py", "--time-limit", "60", "-o", "benchmarks/results/plan_60s.md"), ("plan_60s.md",), False),
     Step("batch_stop", ("batch_stop.py", "--trials", "2"), ("batch_stop.md",), False),
