@@ -12,6 +12,13 @@ comm, ``m`` a multiple of ``p`` and a fused backward, every device spans
 Megatron requires ``m % p == 0``; here any ``m`` is accepted: the order is built for ``m`` rounded
 up to a multiple of ``p`` and the padding microbatches are dropped (see
 :func:`keep_microbatches`), which keeps it deadlock-free at the cost of a small extra bubble.
+
+Depth/breadth knob (Llama 3's "microbatches per round"): :func:`interleaved_order` takes
+``per_round`` = ``g`` with ``p <= g <= m`` in place of the group size ``p``; the warm-up becomes
+``2(p - 1 - d) + (v - 1) g``. ``g = p`` is the depth-first order above; ``g = m`` is breadth-first:
+every microbatch through a chunk before the next chunk (``looped-bfs``'s forward order), with 1F1B
+only on the last chunk, so it holds fewer activations than ``looped-bfs``. A larger ``g`` holds more
+activations per device and, on a real network, gives each chunk's sends longer to hide.
 """
 
 from __future__ import annotations
@@ -31,19 +38,25 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-def interleaved_order(inst: Instance) -> Order:
+def interleaved_order(inst: Instance, per_round: int | None = None) -> Order:
+    """Per device: warm-up forwards, then one forward and one backward, then the drain; microbatches
+    in rounds of ``per_round`` (default ``p``, depth-first; ``m`` is breadth-first: module docstring)."""
     p, v, m = inst.devices, inst.stages_per_device, inst.microbatches
-    padded = -(-m // p) * p
+    g = p if per_round is None else per_round
+    if not p <= g <= max(p, m):
+        raise ValueError(f"per_round must be in [p, m] = [{p}, {max(p, m)}] (got {g}): fewer than p per round "
+                         "leaves a chunk's first device waiting for the previous chunk")
+    padded = -(-m // g) * g
     order: Order = []
     for d in range(p):
         chunks = inst.stages_of_device[d]  # chunk c is stage c * p + d
         forwards: list[OpId] = []
         backwards: list[list[OpId]] = []
-        for first in range(0, padded, p):
-            group = range(first, first + p)
+        for first in range(0, padded, g):
+            group = range(first, first + g)
             forwards += [OpId("F", s, i) for s in chunks for i in group]
             backwards += [backward(s, i, inst.split_backward) for s in reversed(chunks) for i in group]
-        warmup = min(len(forwards), 2 * (p - 1 - d) + (v - 1) * p)
+        warmup = min(len(forwards), 2 * (p - 1 - d) + (v - 1) * g)
         ops = forwards[:warmup]
         for k, f in enumerate(forwards[warmup:]):
             ops.append(f)
