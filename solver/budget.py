@@ -107,6 +107,10 @@ CPSAT_SEARCH_SHARE = 0.6
 SEARCH_DTIME_SHARE = 0.8
 #: Share of the nominal limit ``auto`` spends re-timing its best heuristic orders optimally.
 RETIME_SHARE = 0.2
+#: How many of the best heuristic orders ``auto`` re-times optimally; the portfolio holds no more than
+#: these while it collects candidates (at 98k ops each order held costs 10-40 MB: holding all 14 of a
+#: 60 s solve took it to 509 MB, ``python benchmarks/large_problems.py``).
+RETIMED_ORDERS = 2
 #: Share of the nominal budget the local search on the warm start may use (:mod:`pipesched.solver.heuristics.swap_past_w`).
 POLISH_SHARE = 0.1
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.

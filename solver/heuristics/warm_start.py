@@ -39,7 +39,7 @@ def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = 
     dual placement, where the grid does not apply, :func:`dual_starts` instead."""
     if inst.dual:
         return dual_starts(inst)[:keep]
-    cands = zb_candidates(inst, seconds, deadline)[:keep]
+    cands = zb_candidates(inst, seconds, deadline, keep=keep)
     out = [(f"zb-auto[{k}]", c) for k, c in enumerate(cands)]
     count = None if seconds is None else int(seconds * GRID_OPS_PER_SECOND / max(1, inst.num_ops))
     if inst.placement == "v" and (count is None or count >= 1):  # the V greedy's orders too (issue 12):

@@ -186,9 +186,11 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     return order
 
 
-def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None) -> list[Incumbent]:
+def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float | None = None,
+                  keep: int | None = None) -> list[Incumbent]:
     """Every policy of the grid (sized for the nominal budget ``seconds``) that yields an order,
-    timed by :func:`compact`, best first. ``deadline`` (a ``perf_counter`` time) is only a safety
+    timed by :func:`compact`, best first; only the ``keep`` best are held at any time (each order of a
+    98k-op problem is tens of MB). ``deadline`` (a ``perf_counter`` time) is only a safety
     net for an overloaded machine: once passed, the grid stops as soon as it has one order."""
     if inst.dual:  # the grid walks one chain through every stage; dual chains stop at each copy's end
         return []
@@ -205,13 +207,14 @@ def zb_candidates(inst: Instance, seconds: float | None = None, deadline: float 
         start = compact(inst, order)
         value, span = order_score(inst, order, start)
         out.append((value, span, k, Incumbent(order, start, value)))
-    out.sort(key=lambda c: c[:3])
+        out = sorted(out, key=lambda c: c[:3])[:keep]
+        del order, start
     trials = refine_trials(inst, seconds, len(grid))
     if out and trials and not (deadline is not None and time.perf_counter() > deadline):
         value, span, k, _ = out[0]
         found = refine_scale(inst, grid[k], (value, span), trials, zb_order)
         out = sorted(out + [(v, sp, len(grid) + i, inc) for i, (v, sp, inc) in enumerate(found)],
-                     key=lambda c: c[:3])
+                     key=lambda c: c[:3])[:keep]
     return [c[3] for c in out]
 
 

@@ -46,6 +46,7 @@ from ..budget import (
     RELAX_MIN_S,
     RELAX_S_PER_OP,
     RETIME_SHARE,
+    RETIMED_ORDERS,
     SEARCH_DTIME_SHARE,
     SINGLE_MAX_S,
     SMALL_OPS,
@@ -85,7 +86,7 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
                    deadline: float = float("inf")) -> Incumbent:
     """The best candidate after optimal re-timing of the few best orders (as many as the estimated
     re-timing cost fits in the nominal ``seconds``; ``deadline`` is the wall safety net)."""
-    cands = sorted(cands, key=lambda nc: nc[1].objective)[:2]
+    cands = sorted(cands, key=lambda nc: nc[1].objective)[:RETIMED_ORDERS]
     cost = retime_cost(inst)
     timed = []
     for k, (_, inc) in enumerate(cands):

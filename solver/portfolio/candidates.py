@@ -27,6 +27,7 @@ from ..budget import (
     FULL_MODEL_OPS,
     HEURISTIC_SHARE,
     RECIPE_S_PER_OP,
+    RETIMED_ORDERS,
     grid_seconds,
     grid_share,
     heuristic_share,
@@ -92,7 +93,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
     docstring; skipped when the grid already meets ``bound``), then the hint. ``stop`` is the heuristics'
     wall net, ``deadline`` the method's: a recipe that would end past it is skipped and reported."""
     limit = options.time_limit_s
-    out = grid_starts(inst, grid_seconds(inst, limit), deadline=stop)
+    out = grid_starts(inst, grid_seconds(inst, limit), deadline=stop, keep=RETIMED_ORDERS)
     spent = grid_share(inst) * limit
     if out and min(c.objective for _, c in out) - bound <= slack(bound):
         return Candidates(out, HEURISTIC_SHARE * limit)
@@ -107,7 +108,7 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
             if out and large and time.perf_counter() + cost > deadline:
                 note_wall_cut("recipes")
                 continue
-            out += _run(problem, inst, options, [name])
+            out = _best(out + _run(problem, inst, options, [name]))
     else:  # cheapest first while they fit what the grid left of the share; the clock is the net. A fixed
         # recipe (one simulation) always runs unless it would end past the method's deadline: above
         # FULL_MODEL_OPS the grid is charged its whole nominal share, and skipping the recipes by that
@@ -120,7 +121,13 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
                 note_wall_cut("recipes")
                 continue
             spent += cost
-            out += _run(problem, inst, options, [name])
+            out = _best(out + _run(problem, inst, options, [name]))
     if (h := hint_start(inst, options.hint)) is not None:
-        out.append(("hint", h))
+        out = _best([*out, ("hint", h)])
     return Candidates(out, max(spent, HEURISTIC_SHARE * limit))
+
+
+def _best(cands: list[tuple[str, Incumbent]]) -> list[tuple[str, Incumbent]]:
+    """The orders ``auto`` goes on with (the best first; ties keep the order found): holding every
+    candidate of a 98k-op problem cost hundreds of MB (:data:`~pipesched.solver.budget.RETIMED_ORDERS`)."""
+    return sorted(cands, key=lambda nc: nc[1].objective)[:RETIMED_ORDERS]
