@@ -248,9 +248,10 @@ SETUP_S_PER_OP = 9e-5
 #: twice it, for a shared machine.
 FINALIZE_S_PER_OP = 1e-5
 #: Resident memory per op of a solve, above the interpreter's own ~100 MB (pipesched, pydantic and
-#: OR-Tools imported): peak RSS 305 MB at 98k ops (2.1 KB per op), 192-196 MB at 24.6k ops with a 60 s
-#: limit, which also builds the relaxations' CP-SAT models (3.9 KB per op): ``python
-#: benchmarks/large_problems.py``. The documented bound (docs/limits.md) is this figure per op.
+#: OR-Tools imported), for the heuristics, re-timing and schedule: peak RSS 325 MB at 98k ops (2.3 KB
+#: per op), 154 MB at 24.6k ops (2.2 KB per op), both with a 60 s limit: ``python
+#: benchmarks/large_problems.py``. The full CP-SAT model (up to ``FULL_MODEL_OPS``) adds up to about
+#: 200 MB whatever its size. The documented bound (docs/limits.md) is this figure per op plus that.
 MEMORY_BYTES_PER_OP = 4_000
 
 
