@@ -46,10 +46,13 @@ def layer_kind(module: nn.Module) -> tuple:
 
 
 class _Clock:
-    """Elapsed ms between marks: CUDA events on a GPU (no host sync per op), else the wall clock."""
+    """Elapsed ms between marks: CUDA events on a GPU (no host sync per op), else the wall clock, or
+    with ``cpu_time`` this thread's CPU time (on CPU only: what other work on the machine does not
+    inflate, for checking the compute term on a loaded machine)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, cpu_time: bool = False) -> None:
         self.cuda = device.type == "cuda"
+        self.now = time.thread_time if cpu_time else time.perf_counter
         self.marks: list = []
 
     def mark(self) -> None:
@@ -58,7 +61,7 @@ class _Clock:
             event.record()
             self.marks.append(event)
         else:
-            self.marks.append(time.perf_counter())
+            self.marks.append(self.now())
 
     def elapsed_ms(self) -> list[float]:
         if self.cuda:
@@ -118,7 +121,7 @@ class _Measured:
 
 
 def _measure(module: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], torch.Tensor] | None,
-             repeats: int, warmup: int) -> tuple[_Measured, torch.Tensor]:
+             repeats: int, warmup: int, cpu_time: bool = False) -> tuple[_Measured, torch.Tensor]:
     """Time F, B, W of one layer; measure what it holds after F and after B; return its output."""
     device = x.device
     params = [p for p in module.parameters() if p.requires_grad]
@@ -129,7 +132,7 @@ def _measure(module: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], 
     for k in range(warmup + repeats):
         xi = x.detach().requires_grad_(x.is_floating_point())  # as the executor feeds a stage
         module.zero_grad(set_to_none=True)
-        clock = _Clock(device)
+        clock = _Clock(device, cpu_time)
         before = torch.cuda.memory_allocated(device) if cuda else 0
         saved: dict[int, int] = {}
 
@@ -167,10 +170,11 @@ def _deltas(held_f: float, held_b: float) -> LayerMemory:
     return LayerMemory(forward=held_f / GIB, backward_input=(held_b - held_f) / GIB, backward_weight=-held_b / GIB)
 
 
-def op_overhead(device: torch.device | str = "cpu", repeats: int = 20, warmup: int = 5) -> Triple:
+def op_overhead(device: torch.device | str = "cpu", repeats: int = 20, warmup: int = 5,
+                cpu_time: bool = False) -> Triple:
     """Fixed (F, B, W) cost in ms of one op, measured on a one-weight layer fed a one-element input."""
     layer = nn.Linear(1, 1, bias=False).to(device)
-    measured, _ = _measure(layer, torch.ones(1, 1, device=device), None, repeats, warmup)
+    measured, _ = _measure(layer, torch.ones(1, 1, device=device), None, repeats, warmup, cpu_time)
     return measured.ms
 
 
@@ -186,6 +190,7 @@ def profile_layers(
     op_overhead: Triple | None = None,
     static_bytes_per_param: float | None = None,
     recompute: bool = True,
+    cpu_time: bool = False,
 ) -> Model:
     """The :class:`Model` (ms, GiB, per microbatch) of ``layers`` run in order on ``sample``.
 
@@ -193,8 +198,11 @@ def profile_layers(
     with ``loss_fn(output, sample_target)`` (default: the output's mean). ``op_overhead`` (from
     :func:`op_overhead`) is subtracted from every measured op, floored at 0. ``static`` is the
     parameter count × ``static_bytes_per_param`` (default: 4 × the parameter's element size:
-    weight, gradient and Adam's two moments).
+    weight, gradient and Adam's two moments). ``cpu_time`` (CPU only) times ops in this thread's CPU
+    time instead of the wall clock.
     """
+    if cpu_time and sample.device.type != "cpu":
+        raise ValueError("cpu_time times host threads: it only applies to a model on the CPU")
     if not layers:
         raise ValueError("layers is empty: give the model's layers in order")
     if names is not None and len(names) != len(layers):
@@ -219,7 +227,7 @@ def profile_layers(
             with torch.no_grad():
                 x = module(x)
         else:
-            measured[key], x = _measure(module, x, loss if k == last else None, repeats, warmup)
+            measured[key], x = _measure(module, x, loss if k == last else None, repeats, warmup, cpu_time)
         name = _name(key, name_of, names[k] if names is not None else type(module).__name__.lower())
         if entries and entries[-1].name == name:
             entries[-1] = entries[-1].model_copy(update={"repeat": entries[-1].repeat + 1})

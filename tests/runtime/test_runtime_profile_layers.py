@@ -130,3 +130,16 @@ def test_profile_dispatch_gives_every_rank_the_same_fixed_cost() -> None:
     values = [r.value for r in run_ranks(_dispatch_rank, 2, timeout_s=GROUP_TIMEOUT_S)]
     assert values[0] == values[1]  # computed from all-reduced figures: one answer for the group
     assert 0.0 <= values[0] < 1e4
+
+
+def test_cpu_time_profiles_the_same_layers_and_memory_and_is_cpu_only() -> None:
+    layers = transformer_layers(CONFIG)
+    x, y = sample_tokens(2, CONFIG)
+    wall = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, repeats=2, warmup=1)
+    cpu = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, repeats=2, warmup=1, cpu_time=True)
+    assert [(a.name, a.repeat) for a in cpu.layers] == [(a.name, a.repeat) for a in wall.layers]
+    assert [a.memory for a in cpu.layers] == [a.memory for a in wall.layers]  # the clock changes times only
+    assert all(t >= 0 and t == t for a in cpu.layers for t in (a.forward, a.backward_input, a.backward_weight))
+    assert cpu.layers[1].forward > 0  # a block's forward does work
+    with pytest.raises(ValueError, match="only applies to a model on the CPU"):
+        profile_layers(layers, torch.zeros(2, 6, dtype=torch.long, device="meta"), cpu_time=True)
