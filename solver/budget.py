@@ -335,3 +335,9 @@ ILP_FIRST_MIN_S = 0.5
 #: as (ops per device)^2 / 4 per device before the window pruning (policy; dual p = 4, m = 16 is 192 ops;
 #: ``python benchmarks/dualpipe_exact.py`` shows what it proves at which size).
 PAIRED_MAX_OPS = 200
+#: CP-SAT workers for the paired model, whatever ``SolveOptions.workers`` says: with two, CP-SAT's
+#: interleaved (deterministic) search reports a proof only when its running batch of subsolver tasks
+#: ends, and those tasks run for tens of seconds here (a logged 60 s run of dual p = 2, m = 8
+#: proved at 23.6 s and answered at 59.5 s; one worker answered in 15.7 s). One worker is also
+#: deterministic (policy, ``python benchmarks/dualpipe_exact.py``).
+PAIRED_WORKERS = 1

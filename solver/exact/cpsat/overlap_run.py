@@ -22,6 +22,7 @@ from ...budget import (
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     PAIRED_MAX_OPS,
+    PAIRED_WORKERS,
     SEARCH_DTIME_SHARE,
     finish_margin,
     note_wall_cut,
@@ -158,7 +159,7 @@ def solve_paired(problem: Problem, options: SolveOptions) -> Schedule:
         note_wall_cut("CP-SAT search (not started)")
         return best.model_copy(update={"solve_time_s": round(time.perf_counter() - t0, 6)})
     solver = cp_model.CpSolver()
-    solver_parameters(solver, seconds, options.workers,
+    solver_parameters(solver, seconds, PAIRED_WORKERS,  # not options.workers: budget.PAIRED_WORKERS says why
                       dtime=SEARCH_DTIME_SHARE * DTIME_PER_SECOND * options.time_limit_s)
     status = solver.solve(cm.model)
     if stopped_by_wall(solver, status):
