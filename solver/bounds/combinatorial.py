@@ -17,6 +17,7 @@ from ..core.instance import Instance
 from .analytic import backward_drain, forward_arrival
 from .analytic import lower_bound as analytic_lower_bound
 from .dual import dual_bound
+from .shared_cap import shared_cap_bound
 from .v_turn import v_turn_bound
 
 
@@ -184,12 +185,13 @@ def relay_bound(inst: Instance) -> float:
 
 
 def combinatorial_bound(inst: Instance) -> float:
-    """The best of the analytic, round-trip (stage span), relay, energy and V-turn bounds; no search."""
+    """The best of the analytic, round-trip (stage span), relay, energy, V-turn and shared-cap bounds; no search."""
     if inst.overlap is not None:  # F&B pairs shorten devices' work: bound the pair-free relaxation
         return combinatorial_bound(inst.without_overlap())
     if inst.dual:  # the chains stop at each copy's end: bound the copies (.dual)
         return dual_bound(inst, combinatorial_bound)
-    best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst), v_turn_bound(inst))
+    best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst), v_turn_bound(inst),
+               shared_cap_bound(inst))
     if inst.objective == "stage_span":
         best = max(best, round_trip_span_bound(inst))
     return best
