@@ -9,22 +9,25 @@ Each question is answered by runs side by side on this machine:
 2. p99 latency of cache hits on replica B while replica A's two workers saturate both cores with
    CP-SAT solves, against the same with the workers paused (SIGSTOP), the two interleaved in 20
    rounds so both see the same background load (target: within 20%); with the solves at
-   ``--nice 10`` (the default), ``--nice idle`` (SCHED_IDLE) and ``--nice 0`` (no lowering);
+   ``--nice idle`` (SCHED_IDLE, the default), ``--nice 10`` and ``--nice 0`` (no lowering);
 3. wake-ups: POST -> answer of a tiny miss (1f1b, p = 2; ``--nice 0``) sent to an idle worker, and
    its phases: enqueue, claim (pgqueuer's log: ``queued``, ``picked``), solve and store (the job
    table's ``finished_at``), the replica's answer;
 4. ``pipesched batch --engine ray`` against ``--jobs 2`` on the same sweep (benchmarks/batch_sweep.py's,
-   method greedy): on a running two-node (1 CPU each) cluster, cluster start excluded (target: Ray
-   <= 1.15x), and with the command starting its own local Ray, start included.
+   method greedy): on a running two-node (1 CPU each) cluster, cluster start excluded, runs
+   alternating ``local, ray, local, ray, local`` and the medians compared (target: Ray <= 1.15x),
+   and with the command starting its own local Ray, start included.
 
 Needs PostgreSQL (``PIPESCHED_TEST_POSTGRES_URL``, default postgres@127.0.0.1:5432/test; a fresh
 database is created and dropped) and the ``scaleout`` and ``ray`` extras.
 
     python benchmarks/scale_out.py [--quick] [--solves 20] [--hits 1000] [--wakeups 30] [--sweep 200] [--skip-ray]
+                                   [--only throughput,hits,wakeups,ray]
 
 ``--quick`` (12 solves, 300 hits, 10 wake-ups, a 50-problem sweep, no cold Ray) takes about a
 minute and a half and writes results/scale_out_quick.md; the full run (under five minutes, also
-under load) writes results/scale_out.md.
+under load) writes results/scale_out.md. ``--only`` runs the named parts and writes
+results/scale_out_<parts>.md (``--only ray``: the Ray sweep alone, about a minute).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -199,6 +203,7 @@ def wakeups(n: int, logs: Path) -> tuple[list[float], list[list[float]]]:
 
 
 def batch_time(args: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall seconds of one ``pipesched batch`` (process start to exit)."""
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pipesched", "batch", *args], capture_output=True, text=True,
                           env=env or {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}, timeout=3600)
@@ -207,23 +212,39 @@ def batch_time(args: list[str], env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - t0
 
 
-def ray_vs_local(count: int, tmp: Path, cold: bool = True) -> tuple[list[float], float, float | None]:
-    """``--jobs 2`` before and after Ray on a running cluster (two 1-CPU nodes on this machine, as
-    the tests start it; cluster start excluded), so a drift of the background load shows; and Ray
-    started by the command itself (``--engine ray`` without ``--address``; start included)."""
+@dataclass
+class RayReading:
+    """Wall seconds per run, in the order they ran (local and Ray alternate, so a drift of the load shows)."""
+
+    local: list[float] = field(default_factory=list)  # --jobs 2
+    ray: list[float] = field(default_factory=list)  # --engine ray on a running cluster
+    cold: float | None = None  # --engine ray starting its own local Ray
+
+
+def ray_vs_local(count: int, tmp: Path, rounds: int, cold: bool = True) -> RayReading:
+    """``--jobs 2`` and Ray on a running cluster (two 1-CPU nodes on this machine, as the tests start
+    it; its start excluded), alternating ``local, ray, local, ..., local``; then, unless ``cold`` is
+    off, Ray started by the command itself (``--engine ray`` without ``--address``; start included)."""
     src = tmp / "sweep.jsonl"
     src.write_text("".join(json.dumps(p) + "\n" for p in sweep(count)))
     common = [str(src), "--method", "greedy", "--time-limit", "5"]
-    local = [batch_time([*common, "-o", str(tmp / "local0"), "--jobs", "2"])]
+    reading = RayReading()
     cluster = RayCluster(tmp).start()
     try:
-        running = batch_time([*common, "-o", str(tmp / "ray"), "--engine", "ray", "--address", cluster.address],
-                             cluster.env)
+        for k in range(rounds + 1):
+            reading.local.append(batch_time([*common, "-o", str(tmp / f"local{k}"), "--jobs", "2"]))
+            if k < rounds:
+                reading.ray.append(batch_time([*common, "-o", str(tmp / f"ray{k}"), "--engine", "ray",
+                                               "--address", cluster.address], cluster.env))
     finally:
         cluster.stop()
-    local.append(batch_time([*common, "-o", str(tmp / "local1"), "--jobs", "2"]))
-    started = batch_time([*common, "-o", str(tmp / "ray_cold"), "--engine", "ray"]) if cold else None
-    return local, running, started
+    if cold:
+        reading.cold = batch_time([*common, "-o", str(tmp / "ray_cold"), "--engine", "ray"])
+    return reading
+
+
+#: The questions, in the order they run (``--only``).
+PARTS = ("throughput", "hits", "wakeups", "ray")
 
 
 def ms(x: float) -> str:
@@ -239,7 +260,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--wakeups", type=int, default=None, help="tiny misses timed (30; quick 10)")
     ap.add_argument("--sweep", type=int, default=None, help="problems in the Ray sweep (200; quick 50)")
     ap.add_argument("--skip-ray", action="store_true")
+    ap.add_argument("--only", default=",".join(PARTS),
+                    help=f"comma-separated parts to run, of {', '.join(PARTS)} (all)")
     args = ap.parse_args(argv)
+    parts = [x.strip() for x in args.only.split(",") if x.strip()]
+    if not parts or set(parts) - set(PARTS):
+        ap.error(f"--only {args.only}: choose parts among {', '.join(PARTS)}")
+    if args.skip_ray and "ray" in parts:
+        parts.remove("ray")
     quick = args.quick
     solves = args.solves or (12 if quick else 24)
     hits = args.hits or (300 if quick else 1000)
@@ -248,31 +276,33 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        one, two = throughput(1, solves, tmp), throughput(2, solves, tmp)
-        rows.append(("solves/s, 2 workers vs 1", f"{two:.2f} vs {one:.2f}", f"**{two / one:.2f}x**", ">= 1.7x"))
-        for nice, target in (("10", "<= 1.20x"), ("idle", "<= 1.20x"), ("0", "")):
+        if "throughput" in parts:
+            one, two = throughput(1, solves, tmp), throughput(2, solves, tmp)
+            rows.append(("solves/s, 2 workers vs 1", f"{two:.2f} vs {one:.2f}", f"**{two / one:.2f}x**", ">= 1.7x"))
+        for nice, target in (("idle", "<= 1.20x"), ("10", ""), ("0", "")) if "hits" in parts else ():
             idle, loaded = hits_under_load(hits, nice, tmp)
-            label = f"--nice {nice}" + (" (default)" if nice == "10" else "")
+            label = f"--nice {nice}" + (" (default)" if nice == "idle" else "")
             rows.append((f"cache-hit p99 on B, A's workers saturated ({label}) vs idle (ms)",
                          f"{ms(p99(loaded))} vs {ms(p99(idle))}", f"**{p99(loaded) / p99(idle):.2f}x**", target))
             rows.append((f"cache-hit median on B, the same ({label}) (ms)",
                          f"{ms(statistics.median(loaded))} vs {ms(statistics.median(idle))}",
                          f"{statistics.median(loaded) / statistics.median(idle):.2f}x", ""))
-        total, phases = wakeups(n_wake, tmp)
-        rows.append((f"POST -> answer of a tiny miss (1f1b, p = 2), median / max of {len(total)} (ms)",
-                     f"{ms(statistics.median(total))} / {ms(max(total))}", "", ""))
-        for name, xs in zip(PHASES, phases, strict=True):
-            rows.append((f"- of which {name}, median / max (ms)", f"{ms(statistics.median(xs))} / {ms(max(xs))}",
-                         "", "prompt (was a 200 ms poll)" if name == "queued -> claimed" else ""))
-        if not args.skip_ray:
-            locals_, running, cold = ray_vs_local(count, tmp, cold=not quick)
-            local = statistics.mean(locals_)
-            shown = f"{local:.1f} ({locals_[0]:.1f} before, {locals_[1]:.1f} after)"
-            rows.append((f"batch of {count} (greedy): --engine ray on a running cluster vs --jobs 2 (s)",
-                         f"{running:.1f} vs {shown}", f"**{running / local:.2f}x**", "<= 1.15x"))
-            if cold is not None:
+        if "wakeups" in parts:
+            total, phases = wakeups(n_wake, tmp)
+            rows.append((f"POST -> answer of a tiny miss (1f1b, p = 2), median / max of {len(total)} (ms)",
+                         f"{ms(statistics.median(total))} / {ms(max(total))}", "", ""))
+            for name, xs in zip(PHASES, phases, strict=True):
+                rows.append((f"- of which {name}, median / max (ms)", f"{ms(statistics.median(xs))} / {ms(max(xs))}",
+                             "", "prompt (was a 200 ms poll)" if name == "queued -> claimed" else ""))
+        if "ray" in parts:
+            got = ray_vs_local(count, tmp, rounds=1 if quick else 2, cold=not quick)
+            local, ray = statistics.median(got.local), statistics.median(got.ray)
+            runs = f"Ray runs {', '.join(f'{w:.1f}' for w in got.ray)}; local runs {', '.join(f'{w:.1f}' for w in got.local)}"
+            rows.append((f"batch of {count} (greedy): --engine ray on a running cluster vs --jobs 2, median (s)",
+                         f"{ray:.1f} vs {local:.1f} ({runs})", f"**{ray / local:.2f}x**", "<= 1.15x"))
+            if got.cold is not None:
                 rows.append((f"batch of {count}: --engine ray starting its own local Ray vs --jobs 2 (s)",
-                             f"{cold:.1f} vs {local:.1f}", f"{cold / local:.2f}x", ""))
+                             f"{got.cold:.1f} vs {local:.1f}", f"{got.cold / local:.2f}x", ""))
     lines = [
         "# Scale-out mode: workers, cache hits under load, wake-ups, Ray batch",
         "",
@@ -286,8 +316,9 @@ def main(argv: list[str] | None = None) -> None:
         "provenance below): two workers reach 2x only when both cores are free, and the cache-hit",
         "ratios compare readings taken seconds apart, so a change in the background load moves them.",
     ]
-    # A quick reading never overwrites the full one that docs/scale-out.md quotes.
-    publish("\n".join(lines), RESULTS / ("scale_out_quick.md" if quick else "scale_out.md"), load_before)
+    # A quick or partial reading never overwrites the full one that docs/scale-out.md quotes.
+    name = "scale_out" + ("_quick" if quick else "") + ("" if parts == list(PARTS) else "_" + "_".join(parts))
+    publish("\n".join(lines), RESULTS / f"{name}.md", load_before)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ def register(sub: Any) -> None:
                         help="attempts before a job whose workers keep dying is failed (default 3)")
     worker.add_argument("--heartbeat-timeout", type=float, default=10.0,
                         help="seconds without a heartbeat before another worker takes a job over (default 10)")
-    worker.add_argument("--nice", default="10",
-                        help="OS priority of the solve processes: 0-19 (nice), or 'idle' (Linux SCHED_IDLE: "
-                        "only cycles nothing else wants); a replica on the same host is then served first; "
-                        "the worker's own loop stays at normal priority (default 10)")
+    worker.add_argument("--nice", default="idle",
+                        help="OS priority of the solve processes: 'idle' (Linux SCHED_IDLE: cycles nothing else "
+                        "wants, the default: a replica on the same host is served first) or 0-19 (nice); the "
+                        "worker's own loop stays at normal priority (default idle)")
     worker.add_argument("--retention", type=float, default=None,
                         help="seconds finished job records are kept for GET /v1/jobs/{id}, at least 60 "
                         "(default 86400, or PIPESCHED_JOB_RETENTION_S); the schedules stay in the cache")

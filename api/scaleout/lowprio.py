@@ -1,25 +1,43 @@
 """A solve at a lower OS priority (``pipesched worker --nice N|idle``): the body of the solve process.
 
 On a host that also runs an API replica (or anything a person waits on), solves are the work that
-can wait. ``--nice 10`` (the default) gives a solve about a tenth of a core's share against a
-normal-priority process that wants the core (Linux CFS weights 110 vs 1024) while it still uses
-every idle cycle; a woken request handler may still wait for the solve's current time slice (a few
-ms). ``--nice idle`` puts the solve in Linux's ``SCHED_IDLE`` class: it runs only on a core nothing
-else wants, and any other task that wakes preempts it at once (the best latency for the replica),
-at the price of next to no progress on a host that is busy with other work. Only the solve
+can wait. ``--nice idle`` (the default) puts the solve in Linux's ``SCHED_IDLE`` class and its
+session's group at nice 19: it runs on cores nothing else wants, and a woken replica preempts it
+(the best latency for the replica, measured: benchmarks/results/scale_out.md), at the price of
+little progress on a host busy with other work; a worker on a host of its own loses nothing.
+``--nice 10`` gives a solve about a tenth of a core's share against a normal-priority process that
+wants the core (Linux weights 110 vs 1024) while it still uses every idle cycle. Only the solve
 process is lowered; the worker's own loop (claims, heartbeats) keeps normal priority, so a busy
 host does not starve the heartbeats and have its jobs taken over. ``--nice 0`` turns it off.
+
+A lowered solve also asks for the longest time slice (:func:`long_slice`): on Linux 6.12+ a woken
+task with a shorter slice preempts the running one at once instead of waiting for the end of its
+slice, so a replica's cache hit does not queue behind a solve's slice on a shared core.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 from multiprocessing.connection import Connection
 
 from ..solving import worker
 
 #: ``--nice`` value for the ``SCHED_IDLE`` scheduling class.
 IDLE = "idle"
+#: The time slice a lowered solve asks for: the longest Linux accepts (it clamps to 0.1-100 ms).
+SOLVE_SLICE_NS = 100_000_000
+#: ``sched_setattr`` system call numbers (no wrapper in :mod:`os`).
+_SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}
+
+
+class _SchedAttr(ctypes.Structure):
+    """``struct sched_attr``, version 0 (48 bytes), as ``sched_setattr(2)`` reads it."""
+
+    _fields_ = [("size", ctypes.c_uint32), ("policy", ctypes.c_uint32), ("flags", ctypes.c_uint64),
+                ("nice", ctypes.c_int32), ("priority", ctypes.c_uint32), ("runtime", ctypes.c_uint64),
+                ("deadline", ctypes.c_uint64), ("period", ctypes.c_uint64)]
 
 
 def parse_nice(text: str) -> int | str:
@@ -43,16 +61,38 @@ def lower_priority(nice: int | str) -> None:
     if nice == IDLE:
         if hasattr(os, "SCHED_IDLE"):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            long_slice(os.SCHED_IDLE)
             return
         nice = 19
     if isinstance(nice, int) and nice > 0:
         os.nice(nice)
+    long_slice(getattr(os, "SCHED_OTHER", 0))
 
 
 def run_solve_niced(conn: Connection, nice: int | str, problem_json: str, method: str, time_limit_s: float,
                     hint_json: str | None, workers: int) -> None:
     lower_priority(nice)
     worker.run_solve(conn, problem_json, method, time_limit_s, hint_json, workers)
+
+
+def long_slice(policy: int) -> bool:
+    """Ask for a long time slice (Linux 6.12+, EEVDF), keeping ``policy`` and the nice value.
+
+    Why: when a request handler wakes on a core a solve is using, the kernel lets the solve finish
+    its current slice first ("run to parity", the default ~1.4 ms here, and a cache hit wakes two
+    processes: the replica and its client) unless the woken task's slice is shorter than the
+    running one's. A solve with the longest slice is thus preempted at once by a woken replica
+    with the default slice, whatever the autogroups, and loses nothing (it wants long runs anyway).
+    Older kernels take the call and ignore the slice. Returns whether the kernel accepted it."""
+    number = _SCHED_SETATTR.get(platform.machine())
+    if number is None:
+        return False
+    attr = _SchedAttr(size=ctypes.sizeof(_SchedAttr), policy=policy, nice=os.getpriority(os.PRIO_PROCESS, 0),
+                      runtime=SOLVE_SLICE_NS)
+    try:
+        return ctypes.CDLL(None, use_errno=True).syscall(number, 0, ctypes.byref(attr), 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _own_autogroup(nice: int) -> None:

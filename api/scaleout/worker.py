@@ -36,7 +36,7 @@ from pgqueuer.domain.models import Job as QueueJob
 from ..solving.runner import ProcessRunner
 from ..store import Store
 from .jobtable import JobTable, retrying
-from .lowprio import run_solve_niced
+from .lowprio import IDLE, run_solve_niced
 from .queue import JobQueue
 from .wakeups import Listener, done_channel, wait_woken
 
@@ -51,7 +51,7 @@ class WorkerConfig:
     max_attempts: int = 3
     heartbeat_timeout_s: float = 10.0
     kill_grace_s: float = 5.0
-    nice: int | str = 10  # OS priority of the solve processes: 0 (as the worker) to 19, or 'idle' (lowprio)
+    nice: int | str = IDLE  # OS priority of the solve processes: 'idle', or 0 (as the worker) to 19 (lowprio)
     retention_s: float = 86400.0  # finished job records kept this long
     safety_recheck_s: float = 5.0  # idle re-claim without a notification (lost while reconnecting)
 

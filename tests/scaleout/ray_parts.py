@@ -101,16 +101,6 @@ class RayCluster:
                 os.kill(pid, signal.SIGKILL)
         return busy
 
-    def cpu_seconds(self) -> float:
-        """CPU time used so far by every process of this cluster (raylets, GCS, workers) and the
-        children they reaped (solve processes): a benchmark's load-independent count of work."""
-        total = 0
-        for pid in _tree(self._pids(str(self.temp_dir))):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-        return total / os.sysconf("SC_CLK_TCK")
-
     def stop(self) -> None:
         """Every process of this cluster: those naming its temp dir, and their descendants."""
         for _ in range(3):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -92,9 +93,10 @@ def test_a_job_whose_worker_is_killed_is_finished_by_another_worker(
     workers.append(first)
     wait_for(lambda: job_row(pg_db, job_id)[0] == "running", what="the first worker runs the job")
     first_pid = first.pid()
-    # The solve runs at the default --nice 10; the worker's loop (heartbeats) stays at normal priority.
-    solving = wait_for(lambda: [p for p in descendants(first_pid) if _nice(p) == 10], what="a niced solve process")
-    assert solving and _nice(first_pid) == 0
+    # The solve runs at the default --nice idle; the worker's loop (heartbeats) stays at normal priority.
+    solving = wait_for(lambda: [p for p in descendants(first_pid) if _policy(p) == os.SCHED_IDLE],
+                       what="a solve process in SCHED_IDLE")
+    assert solving and _nice(first_pid) == 0 and _policy(first_pid) == os.SCHED_OTHER
     first.kill9()  # mid-solve
     workers.append(start_worker(pg_db, tmp_path / "w2.log"))
     done = b.wait_job(job_id)
@@ -207,6 +209,13 @@ def test_finished_jobs_are_pruned_after_the_retention_and_their_schedules_stay_i
     assert b.job(waiting)["state"] in ("queued", "running", "done")  # the queued job was not touched
     again = b.post(body)
     assert again.status_code == 200 and again.json()["cached"] is True
+
+
+def _policy(pid: int) -> int | None:
+    try:
+        return os.sched_getscheduler(pid)
+    except OSError:  # gone meanwhile
+        return None
 
 
 def _nice(pid: int) -> int | None:

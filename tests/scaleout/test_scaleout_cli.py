@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pipesched.api.scaleout.lowprio import SOLVE_SLICE_NS
 from pipesched.cli import main
 
 
@@ -24,7 +27,8 @@ def test_bad_scaleout_flags_are_one_line_and_exit_2(argv: list[str], says: str, 
     assert err.startswith("pipesched: error: ") and says in err and "\n" not in err, err
 
 
-@pytest.mark.parametrize(("text", "nice", "idle"), [("0", 0, False), ("7", 7, False), ("idle", 0, True)])
+@pytest.mark.parametrize(("text", "nice", "idle"), [("0", 0, False), ("7", 7, False), ("19", 19, False),
+                                                    ("idle", 0, True)])
 def test_a_lowered_solve_process_runs_at_the_asked_priority(text: str, nice: int, idle: bool) -> None:
     import multiprocessing as mp
     import os
@@ -35,7 +39,9 @@ def test_a_lowered_solve_process_runs_at_the_asked_priority(text: str, nice: int
         from pipesched.api.scaleout.lowprio import lower_priority
 
         lower_priority(parse_nice(text))
-        conn.send((os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_IDLE))
+        slices = [line.split(":")[1].strip() for line in Path("/proc/self/sched").read_text().splitlines()
+                  if line.startswith("se.slice")]
+        conn.send((os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_IDLE, slices))
 
     receiver, sender = mp.get_context("fork").Pipe(duplex=False)
     proc = mp.get_context("fork").Process(target=child, args=(sender,))
@@ -43,4 +49,6 @@ def test_a_lowered_solve_process_runs_at_the_asked_priority(text: str, nice: int
     got = receiver.recv() if receiver.poll(30) else None
     proc.join(10)
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    assert got == (base + nice, idle)
+    assert got is not None and got[:2] == (base + nice, idle)
+    if nice:  # a lowered solve asks for the longest slice (lowprio.long_slice); this kernel shows it
+        assert got[2] == [str(SOLVE_SLICE_NS)]
