@@ -84,6 +84,8 @@ STEPS: tuple[Step, ...] = (
                              "benchmarks/results/v_placement_60s.md"), ("v_placement_60s.md",), False),
     Step("dualpipe", ("dualpipe.py",), ("dualpipe.md",), False),
     Step("dualpipe_exact", ("dualpipe_exact.py",), ("dualpipe_exact.md",), False),
+    Step("dualpipe_exact_60s", ("dualpipe_exact.py", "--time-limit", "60", "--max-ops", "96", "--no-auto", "--out",
+                                "benchmarks/results/dualpipe_exact_60s.md"), ("dualpipe_exact_60s.md",), False),
     Step("plan", ("plan.py", "--time-limit", "10"), ("plan.md",), False),
     Step("plan_60s", ("plan.py", "--time-limit", "60", "-o", "benchmarks/results/plan_60s.md"), ("plan_60s.md",), False),
     Step("batch_stop", ("batch_stop.py", "--trials", "2"), ("batch_stop.md",), False),
