@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 
@@ -155,6 +156,50 @@ def test_pairs_change_the_optimum_so_the_brute_force_can_tell(name: str) -> None
     assert best < unpaired - 1e-6
     schedule = solve(TINY[name], "cpsat", SolveOptions(time_limit_s=5))
     assert timed_pairs(schedule.ops, Instance.from_problem(TINY[name]))
+
+
+SHAPES = [dict(devices=1, microbatches=2), dict(devices=2, microbatches=2),
+          dict(devices=1, microbatches=2, stages_per_device=2, placement="v", split_backward=False),
+          dict(devices=2, microbatches=3, split_backward=False),
+          dict(devices=2, microbatches=3, stages_per_device=2, placement="dual", split_backward=False),
+          dict(devices=2, microbatches=2, stages_per_device=2, placement="dual")]
+
+
+def random_tiny(seed: int) -> Problem:
+    """A tiny problem of shape ``SHAPES[seed % 6]`` with per-stage costs, overlap factors and memory
+    drawn from ``seed``, capped half the time."""
+    rng = random.Random(seed)
+    shape = SHAPES[seed % len(SHAPES)]
+    n = shape["devices"] * (1 if shape.get("placement") == "dual" else shape.get("stages_per_device", 1))
+
+    def draw(values: list[float]) -> list[float]:
+        return [rng.choice(values) for _ in range(n)]
+
+    costs = {"forward": draw([0.5, 1.0, 1.5, 2.0]), "backward_input": draw([0.5, 1.0, 2.0, 3.0]),
+             "backward_weight": draw([0.25, 0.5, 1.0]), "comm": rng.choice([0.0, 0.05, 0.3]),
+             "overlap_fb": draw([0.5, 0.6, 0.75, 0.9, 1.0])}
+    forward = draw([1.0, 2.0])
+    held = [rng.choice([0.0, 0.5]) * x for x in forward]  # released by B; the rest by W
+    memory: dict[str, object] = {"forward": forward, "backward_input": [-x for x in held],
+                                 "backward_weight": [-(x - y) for x, y in zip(forward, held, strict=True)]}
+    if rng.random() < 0.5:
+        memory["limit"] = rng.choice([2.0, 3.0, 4.0])
+    return Problem(costs=costs, memory=memory, **shape)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_tiny_problems_cpsat_optimum_is_the_brute_force_optimum(seed: int) -> None:
+    """Per-stage costs and factors, comm, memory released by B or W, caps: the model's proven optimum
+    is the oracle's (or both find no schedule within the cap). On half of these seeds the oracle's
+    optimum with pairs is below the one without, and one has no schedule within its cap."""
+    problem = random_tiny(seed)
+    best, _ = brute_force(problem)
+    schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=10))
+    if math.isinf(best):
+        assert not schedule.ops
+        return
+    assert validate(schedule) == [] and schedule.status == "optimal"
+    assert schedule.objective_value == pytest.approx(best, abs=1e-6)
 
 
 @pytest.mark.parametrize("capped", list(CAPPED))
