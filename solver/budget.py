@@ -341,3 +341,34 @@ PAIRED_MAX_OPS = 200
 #: proved at 23.6 s and answered at 59.5 s; one worker answered in 15.7 s). One worker is also
 #: deterministic (policy, ``python benchmarks/dualpipe_exact.py``).
 PAIRED_WORKERS = 1
+
+
+# --- planning a model (:mod:`pipesched.solver.planning.planner`, issue 10) -------------------------
+# The search is sized in nominal seconds (each solve's ``time_limit_s``), never from the clock, so the
+# same model and limit give the same plan; the wall clock is only a net (``Plan.wall_cut`` says it cut).
+
+#: Share of the time limit planned for (solvers may overrun their own limit by a little) (policy).
+PLAN_SAFETY = 0.85
+#: Assumed wall seconds per nominal second of an ``auto`` solve: the nominal budget is the planned wall
+#: time over this. Measured: auto ran 6.4 s on a 4.6 s limit (8B, p = 8, m = 32, memory-capped;
+#: ``benchmarks/plan.py`` at load 2.5).
+PLAN_OVERRUN = 1.3
+#: Shortest nominal limit a candidate is solved with (policy).
+PLAN_MIN_SHARE_S = 0.2
+#: Nominal limit of each rule's solve, at most: ``auto`` sizes its phases by it (its exact phases need
+#: about 1 s) and returns as soon as it proves optimality (policy).
+PLAN_NOMINAL_S = 1.5
+#: Most nominal seconds per local move: a move is one of many steps of the search, and breadth wins
+#: over depth there (``benchmarks/plan.py``'s 8B, V = 128k, v = 2 tight case, each solve of ``plan()``
+#: traced: moves of 0.7-3 s found its best splits; rules solved 5-16 s each were 0.7-1.4% above
+#: their split bounds) (policy).
+PLAN_MOVE_S = 3.0
+#: Nominal seconds a solve that proved its split optimal is charged: ``auto`` returns at once then
+#: (0.15-0.2 s of wall in the trace above), and charging its full limit would starve the moves (policy).
+PLAN_PROVEN_S = 0.2
+#: Local moves solved per round, least split bound first (policy).
+PLAN_MAX_MOVES = 4
+#: Share of ``auto``'s nominal limit the main portfolio gets on the pair-free copy of a problem with
+#: ``costs.overlap_fb`` when the paired CP-SAT model also applies (:mod:`pipesched.solver.portfolio.paired`);
+#: the paired search gets the rest, warm-started from the best schedule so far (policy: half each).
+PAIRED_PLAIN_SHARE = 0.5

@@ -270,3 +270,37 @@ def test_the_exact_model_refuses_large_overlapped_problems_by_op_count() -> None
     negative = dual(2, 2, memory={"forward": -1.0, "backward_input": 2.0, "backward_weight": -1.0})
     with pytest.raises(NotApplicableError, match="negative memory.forward"):
         solve(negative, "cpsat")
+
+
+# ---- auto runs the paired model where it applies (solver/portfolio/paired.py) ----------------------
+
+@pytest.mark.parametrize("p,m", [(2, 2), (2, 4)])
+def test_auto_proves_the_paired_optimum_on_small_dual_problems(p: int, m: int) -> None:
+    problem = dual(p, m)
+    answer = solve(problem, "auto", SolveOptions(time_limit_s=10))
+    assert validate(answer) == []
+    assert answer.status == "optimal" and answer.method == "auto"
+    assert answer.lower_bound == pytest.approx(answer.objective_value, abs=1e-6)
+    exact = solve(problem, "cpsat", SolveOptions(time_limit_s=10))
+    assert exact.status == "optimal"
+    assert answer.objective_value == pytest.approx(exact.objective_value, abs=1e-6)
+    if m >= 2 * p:
+        assert answer.objective_value <= solve(problem, "dualpipe", SolveOptions()).objective_value + 1e-6
+
+
+def test_auto_with_pairs_beats_the_best_pair_free_schedule_where_pairs_help() -> None:
+    problem = dual(2, 4)
+    without = problem.model_copy(update={"costs": problem.costs.model_copy(update={"overlap_fb": None})})
+    plain = solve(without, "auto", SolveOptions(time_limit_s=10))
+    assert plain.status == "optimal"
+    recipe = solve(problem, "dualpipe", SolveOptions())  # what auto returned before it ran the paired model
+    best_before = min(plain.objective_value, recipe.objective_value)
+    assert solve(problem, "auto", SolveOptions(time_limit_s=10)).objective_value < best_before - 1e-6
+
+
+def test_auto_above_the_paired_model_size_still_answers_with_pairs_allowed() -> None:
+    problem = dual(4, 48)
+    assert problem.num_ops > PAIRED_MAX_OPS
+    answer = solve(problem, "auto", SolveOptions(time_limit_s=3))
+    assert validate(answer) == [] and answer.ops
+    assert answer.objective_value <= solve(problem, "dualpipe", SolveOptions()).objective_value + 1e-6

@@ -100,8 +100,8 @@ def order_pairs(problem: Problem) -> int:
 
 def _too_large(problem: Problem) -> str | None:
     if problem.costs.overlap_fb is not None:
-        return ("costs.overlap_fb: the exact models do not pair F and B into one op yet (docs/dualpipe.md); "
-                "use dualpipe, greedy or auto")
+        return ("costs.overlap_fb: the ILP does not pair F and B into one op (docs/dualpipe.md); "
+                "use cpsat (small problems), dualpipe, greedy or auto")
     pairs = order_pairs(problem)
     if pairs > MAX_PAIRS:
         return (
