@@ -73,6 +73,8 @@ class Plan(BaseModel):
     baselines: list[Baseline] = Field(default_factory=list)
     exports: Exports | None = None
     candidates: int = Field(0, description="Distinct splits scheduled.")
+    wall_cut: bool = Field(False, description="The wall-clock net stopped the search before its nominal "
+                           "budget ran out (a machine much slower than assumed): the plan may differ on an idle one.")
     solve_time_s: float = 0.0
 
     @property

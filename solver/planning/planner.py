@@ -23,6 +23,11 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
 4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
 
+Time: every decision reads a *nominal* budget (``PLAN_SAFETY * time_limit_s / PLAN_OVERRUN`` seconds of
+solver limits, :mod:`pipesched.solver.budget`), charged per solve, never the clock, so a model and a limit
+give the same plan on any load (``auto`` itself is deterministic below its wall net). The wall clock is
+a net: past ``PLAN_SAFETY * time_limit_s`` no optional solve starts and ``Plan.wall_cut`` says so.
+
 ``lower_bound`` (:mod:`.bound`) holds for every split, so ``status`` is ``optimal`` only when the plan
 meets it.
 """
@@ -43,6 +48,15 @@ from pipesched.solver import (
     solve,
 )
 from pipesched.solver.bounds.analytic import lower_bound
+from pipesched.solver.budget import (
+    PLAN_MAX_MOVES,
+    PLAN_MIN_SHARE_S,
+    PLAN_MOVE_S,
+    PLAN_NOMINAL_S,
+    PLAN_OVERRUN,
+    PLAN_PROVEN_S,
+    PLAN_SAFETY,
+)
 
 from .bound import plan_lower_bound, split_bound, window_split
 from .exports import ModuleNames, megatron_layout, torchtitan_fqns
@@ -64,18 +78,6 @@ from .split import (
 )
 from .sums import recompute_order, stage_sums
 
-#: Share of the time limit planned for (solvers may overrun their own limit by a little).
-SAFETY = 0.85
-#: Shortest time a candidate is solved with; below it the search stops.
-MIN_SHARE_S = 0.2
-#: Least nominal limit per solve: a portfolio sizes its phases by it (``auto`` skips its exact phases
-#: below about 1 s) and returns as soon as it proves optimality, so more nominal time is cheap.
-NOMINAL_S = 1.5
-#: Assumed overrun of a solver's wall time over its nominal limit before any is measured: auto ran
-#: 6.4 s on a 4.6 s limit (8B, p = 8, m = 32, memory-capped; ``benchmarks/plan.py`` at load 2.5).
-OVERRUN_PRIOR = 1.3
-#: Local moves solved per round, least split bound first.
-MAX_MOVES = 4
 BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
 
 
@@ -100,18 +102,30 @@ class _Search:
     the best again with the time left and its schedule as the hint)."""
 
     def __init__(self, layers: list[ExpandedLayer], cluster: Cluster, m: int, method: str, budget: float,
-                 floor: float = 0.0, units: Units | None = None) -> None:
+                 wall: float, floor: float = 0.0, units: Units | None = None) -> None:
         self.layers, self.cluster, self.m, self.method = layers, cluster, m, method
         self.units = units  # the model's, labels on every induced Problem
         self.floor = floor  # the bound over all splits: a step meeting it ends the search
         self.ctx = SplitContext.of(layers, cluster, m)
         self.seen: dict[Split, Candidate] = {}
-        self.deadline = time.perf_counter() + budget
-        self.budget = budget
-        self.overrun = OVERRUN_PRIOR  # the largest (wall time / nominal limit) of a solve so far
+        self.budget = budget  # nominal seconds: every decision below reads these, never the clock
+        self.spent = 0.0  # nominal seconds charged so far
+        self.deadline = time.perf_counter() + wall  # the wall-clock net only
+        self.wall_cut = False  # the net stopped the search before its nominal budget ran out
 
     def left(self) -> float:
-        return self.deadline - time.perf_counter()
+        """Nominal seconds left (deterministic: the same model and limit always see the same values)."""
+        return self.budget - self.spent
+
+    def going(self) -> bool:
+        """Whether to start another optional solve: nominal time is left and the wall net has not passed
+        (a machine much slower than :data:`PLAN_OVERRUN` assumes; then the plan says so)."""
+        if self.left() <= PLAN_MIN_SHARE_S:
+            return False
+        if time.perf_counter() >= self.deadline:
+            self.wall_cut = True
+            return False
+        return True
 
     def prepare(self, split: Split) -> Candidate:
         if split not in self.seen:
@@ -131,28 +145,29 @@ class _Search:
         return c
 
     def solve(self, c: Candidate, limit: float, hint: Schedule | None = None) -> Candidate:
-        """Solve ``c`` within about ``limit`` seconds of wall time: the nominal limit is ``limit`` over
-        the largest overrun measured so far (a loaded machine makes solvers overrun theirs)."""
+        """Solve ``c`` with the nominal limit ``limit`` and charge it (a proof ends a solve at once, so
+        a proven one is charged only :data:`PLAN_PROVEN_S`)."""
         if c.problem is None or (c.schedule is not None and hint is None):
             return c
-        nominal = max(limit / self.overrun, min(NOMINAL_S, limit), MIN_SHARE_S)
-        t0 = time.perf_counter()
+        nominal = max(limit, PLAN_MIN_SHARE_S)
+        room = (self.deadline - time.perf_counter()) / PLAN_OVERRUN
+        if room < nominal:  # the wall net: this solve would end past the deadline on this machine
+            nominal, self.wall_cut = max(room, PLAN_MIN_SHARE_S), True
         try:
             found = solve(c.problem, self.method, SolveOptions(time_limit_s=nominal, hint=hint))
         except NotApplicableError as e:
             c.reason, c.not_applicable = str(e), True
+            self.spent += PLAN_PROVEN_S
             return c
-        self.overrun = max(self.overrun, (time.perf_counter() - t0) / nominal)
+        self.spent += min(nominal, PLAN_PROVEN_S) if found.status in ("optimal", "infeasible") else nominal
         if c.schedule is None or (found.ops and found.objective_value < c.step):
             c.schedule, c.reason = found, found.reason
         return c
 
-    def share(self, count: int) -> float:
-        """Time for each of ``count`` solves: an equal part of what is left, at least NOMINAL_S (a
-        portfolio sizes its phases by its nominal limit and returns early once it proves optimality),
-        at most half of it: a solver's overrun grows with its limit (auto ran 5.7 s on a 3.2 s limit on
-        a memory-capped 70B case), and the other half absorbs it."""
-        return min(self.left() / 2, max(NOMINAL_S, self.left() / max(count, 1)))
+    def share(self, count: int, most: float) -> float:
+        """Nominal seconds for each of ``count`` solves: an equal part of what is left, at most ``most``
+        (breadth wins: the search is many short steps) and at least :data:`PLAN_MIN_SHARE_S`."""
+        return max(PLAN_MIN_SHARE_S, min(most, self.left() / max(count, 1)))
 
     def rules(self) -> dict[str, Split | None]:
         ctx, layers = self.ctx, self.layers
@@ -207,24 +222,24 @@ class _Search:
         rules = self.rules()
         todo = sorted((self.strengthen(self.prepare(s)) for s in dict.fromkeys(x for x in rules.values() if x is not None)),
                       key=lambda c: c.bound)
-        for k, c in enumerate(todo):
-            self.solve(c, self.share(len(todo) - k) if self.left() > MIN_SHARE_S else MIN_SHARE_S)
+        for k, c in enumerate(todo):  # all of them, however little is left: they are the baselines
+            self.solve(c, self.share(len(todo) - k, PLAN_NOMINAL_S) if self.going() else PLAN_MIN_SHARE_S)
         named = {name: (self.seen[s] if s is not None else None) for name, s in rules.items()}
         best = min(self.seen.values(), key=lambda c: c.step, default=None)
-        while best is not None and self.floor * (1 + 1e-9) < best.step < math.inf and self.left() > MIN_SHARE_S:
+        while best is not None and self.floor * (1 + 1e-9) < best.step < math.inf and self.going():
             cheap = sorted((c for c in map(self.prepare, self.neighbours(best)) if c.bound < best.step * (1 - 1e-9)),
-                           key=lambda c: c.bound)[:3 * MAX_MOVES]
+                           key=lambda c: c.bound)[:3 * PLAN_MAX_MOVES]
             moves = sorted((c for c in map(self.strengthen, cheap) if c.bound < best.step * (1 - 1e-9)),
-                           key=lambda c: c.bound)[:MAX_MOVES]
+                           key=lambda c: c.bound)[:PLAN_MAX_MOVES]
             if not moves:
                 break
-            tried = [self.solve(c, self.share(len(moves) - k)) for k, c in enumerate(moves) if self.left() > MIN_SHARE_S]
+            tried = [self.solve(c, self.share(len(moves) - k, PLAN_MOVE_S)) for k, c in enumerate(moves) if self.going()]
             better = min(tried, key=lambda c: c.step, default=best)
             if better.step >= best.step * (1 - 1e-9):
                 break
             best = better
-        if best is not None and best.step > best.bound * (1 + 1e-9) and self.left() > MIN_SHARE_S:
-            self.solve(best, self.share(1), hint=best.schedule)
+        if best is not None and best.step > best.bound * (1 + 1e-9) and self.going():
+            self.solve(best, self.left() / 2, hint=best.schedule)
         return best, named
 
 
@@ -268,9 +283,10 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
     choices = cluster.microbatch_choices()
     results = []
     bounds = {m: plan_lower_bound(layers, cluster, m) for m in choices}
-    for k, m in enumerate(choices):  # the bounds' time counts against the limit too
-        left = SAFETY * time_limit_s - (time.perf_counter() - t0)
-        search = _Search(layers, cluster, m, method, max(left / (len(choices) - k), MIN_SHARE_S),
+    nominal = PLAN_SAFETY * time_limit_s / PLAN_OVERRUN / len(choices)  # per count, from the limit only
+    for k, m in enumerate(choices):  # the bounds' wall time counts against the net
+        wall = PLAN_SAFETY * time_limit_s - (time.perf_counter() - t0)
+        search = _Search(layers, cluster, m, method, nominal, max(wall / (len(choices) - k), PLAN_MIN_SHARE_S),
                          floor=bounds[m].value, units=model.units)
         best, named = search.run()
         results.append((m, search, best, named))
@@ -303,4 +319,5 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
                 lower_bound_derivation=bound.derivation,
                 peak_memory=_peak_memory(layers, cluster, best.split, best.schedule), baselines=baselines,
                 exports=exports, candidates=sum(len(r[1].seen) for r in results),
+                wall_cut=any(r[1].wall_cut for r in results),
                 solve_time_s=round(time.perf_counter() - t0, 6))

@@ -88,3 +88,23 @@ def test_a_layer_that_fits_no_device_gives_an_infeasible_plan_naming_it() -> Non
 def test_a_method_that_does_not_apply_is_an_input_error() -> None:
     with pytest.raises(NotApplicableError, match="zb-v"):
         plan(small_model(4), Cluster(devices=2, microbatches=4), "zb-v", 2)
+
+
+def test_the_same_model_and_limit_give_the_same_plan_on_a_busier_machine() -> None:
+    """The search reads nominal budgets, not the clock: a second run beside two busy processes (more
+    load than the machine's cores) chooses the same split, recompute and step."""
+    import subprocess
+    import sys
+
+    cluster = Cluster(devices=3, microbatches=6, memory_per_device=22.0)
+    quiet = plan(small_model(8), cluster, "auto", time_limit_s=6)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = plan(small_model(8), cluster, "auto", time_limit_s=6)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    assert not quiet.wall_cut and not busy.wall_cut
+    assert busy.stages == quiet.stages and busy.step_time == quiet.step_time
+    assert busy.candidates == quiet.candidates
