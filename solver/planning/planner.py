@@ -150,8 +150,8 @@ class _Search:
         if c.problem is None or (c.schedule is not None and hint is None):
             return c
         nominal = max(limit, PLAN_MIN_SHARE_S)
-        room = (self.deadline - time.perf_counter()) / PLAN_OVERRUN
-        if room < nominal:  # the wall net: this solve would end past the deadline on this machine
+        room = self.deadline - time.perf_counter()
+        if room < nominal:  # the wall net: this solve would end past the deadline even at nominal speed
             nominal, self.wall_cut = max(room, PLAN_MIN_SHARE_S), True
         try:
             found = solve(c.problem, self.method, SolveOptions(time_limit_s=nominal, hint=hint))
