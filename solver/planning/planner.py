@@ -17,8 +17,10 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    devices whose peak is at their limit (their schedule may be waiting for memory), and per-layer
    recompute counts one layer or half of them up or down (:func:`.partial.count_moves`). Moves whose split
    bound is not below the best step are pruned (they cannot win; the cheap bound first, then the
-   analytic one); the rest are solved least bound first, and the best move is kept while it
-   improves.
+   analytic one); the rest are solved least bound first, :data:`PLAN_MAX_MOVES` a round, and the best
+   move is kept. A round that does not improve goes on with the next moves by bound; once none is left,
+   with the boundary moves of every device (not only the two busiest), until none is left there either
+   or the nominal budget runs out.
 3. **Polish**: the best split again with half the time left, its schedule as the hint (unless proven).
 4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
@@ -186,16 +188,17 @@ class _Search:
                 out["balanced"] = Split.of(b, [free.table.can_recompute(b[s], b[s + 1]) for s in range(free.S)])
         return out
 
-    def neighbours(self, best: Candidate) -> list[Split]:
-        """Local moves of boundary layers off the busiest devices, recompute turned off, and turned on
-        where a device's memory peak is at its limit (the schedule may be waiting for memory)."""
+    def neighbours(self, best: Candidate, wide: bool = False) -> list[Split]:
+        """Local moves of boundary layers off the busiest devices (``wide``: off every device), recompute
+        turned off, and turned on where a device's memory peak is at its limit (the schedule may be
+        waiting for memory)."""
         b, rc, S, part = list(best.split.bounds), best.split.recompute, self.ctx.S, best.split.partial
         busy = [0.0] * self.cluster.devices
         for op in best.schedule.ops if best.schedule else []:
             busy[op.device] += op.end - op.start
         where = stage_devices(self.cluster)
         out: list[Split] = []
-        for d in sorted(range(self.cluster.devices), key=lambda d: -busy[d])[:2]:
+        for d in sorted(range(self.cluster.devices), key=lambda d: -busy[d])[:None if wide else 2]:
             for s in (s for s in range(S) if where[s] == d and b[s + 1] - b[s] >= 2):
                 for edge, step in ((s, 1), (s + 1, -1)):
                     if 0 < edge < S:
@@ -226,18 +229,21 @@ class _Search:
             self.solve(c, self.share(len(todo) - k, PLAN_NOMINAL_S) if self.going() else PLAN_MIN_SHARE_S)
         named = {name: (self.seen[s] if s is not None else None) for name, s in rules.items()}
         best = min(self.seen.values(), key=lambda c: c.step, default=None)
+        wide = False  # a round that does not improve moves on to the next moves, then to every device's
         while best is not None and self.floor * (1 + 1e-9) < best.step < math.inf and self.going():
-            cheap = sorted((c for c in map(self.prepare, self.neighbours(best)) if c.bound < best.step * (1 - 1e-9)),
+            cheap = sorted((c for c in map(self.prepare, self.neighbours(best, wide)) if c.bound < best.step * (1 - 1e-9)),
                            key=lambda c: c.bound)[:3 * PLAN_MAX_MOVES]
             moves = sorted((c for c in map(self.strengthen, cheap) if c.bound < best.step * (1 - 1e-9)),
                            key=lambda c: c.bound)[:PLAN_MAX_MOVES]
             if not moves:
-                break
+                if wide:
+                    break
+                wide = True
+                continue
             tried = [self.solve(c, self.share(len(moves) - k, PLAN_MOVE_S)) for k, c in enumerate(moves) if self.going()]
             better = min(tried, key=lambda c: c.step, default=best)
-            if better.step >= best.step * (1 - 1e-9):
-                break
-            best = better
+            if better.step < best.step * (1 - 1e-9):
+                best, wide = better, False
         if best is not None and best.step > best.bound * (1 + 1e-9) and self.going():
             self.solve(best, self.left() / 2, hint=best.schedule)
         return best, named
