@@ -42,8 +42,9 @@ def chain(inst: Instance, i: int) -> list[OpId]:
     return inst.chain(i)
 
 
-def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:
-    """The ops of ``device`` with the chains through other devices contracted into lags."""
+def contracted_graph(inst: Instance, sc: Scaling, device: int | frozenset[int]) -> OpGraph:
+    """The ops of ``device`` (or of a set of devices) with the chains through the others contracted into lags."""
+    keep = frozenset([device]) if isinstance(device, int) else device
     ops: list[OpId] = []
     prec: list[tuple[OpId, OpId, int]] = []
     release: dict[OpId, int] = {}
@@ -57,7 +58,7 @@ def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:
             if k > 0:
                 pred = seq[k - 1]
                 clock += inst.cost(pred) + inst.link(pred.stage, op.stage)
-            if inst.device(op) != device:
+            if inst.device(op) not in keep:
                 continue
             ops.append(op)
             if prev is None:
@@ -78,7 +79,7 @@ def contracted_graph(inst: Instance, sc: Scaling, device: int) -> OpGraph:
     return OpGraph(ops, prec, release, tail)
 
 
-def device_bound(inst: Instance, device: int, seconds: float, *, upper: float, workers: int = 1,
+def device_bound(inst: Instance, device: int | frozenset[int], seconds: float, *, upper: float, workers: int = 1,
                  hint: Mapping[OpId, float] | None = None, dtime: float | None = None) -> float | None:
     """Proven lower bound from the relaxation of ``device`` (None if the model proves nothing)."""
     sc = Scaling.of(inst)
