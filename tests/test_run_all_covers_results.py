@@ -27,7 +27,7 @@ def linked_results() -> dict[str, list[str]]:
 
 
 def test_every_linked_results_file_has_a_run_all_step() -> None:
-    written = {r for step in run_all.STEPS for r in step.results}
+    written = {r for step in run_all.STEPS for r in step.results} | set(run_all.SNAPSHOTS)
     missing = {name: pages for name, pages in linked_results().items() if name not in written}
     assert not missing, f"results files linked from these pages but written by no run_all step: {missing}"
 
@@ -45,3 +45,10 @@ def test_each_step_writes_where_its_command_says() -> None:
 def test_full_plan_lists_every_step_once() -> None:
     names = [s.name for s in run_all.plan(True, "")]
     assert len(names) == len(set(names)) == len(run_all.STEPS)
+
+
+def test_snapshots_exist_and_are_not_also_steps() -> None:
+    written = {r for step in run_all.STEPS for r in step.results}
+    for name, why in run_all.SNAPSHOTS.items():
+        assert (ROOT / "benchmarks" / "results" / name).is_file(), f"snapshot {name} is missing"
+        assert name not in written and why.strip(), name
