@@ -103,6 +103,8 @@ STEPS: tuple[Step, ...] = (
 SNAPSHOTS: dict[str, str] = {
     "fidelity_b4f06b7.md": "the fidelity run at commit b4f06b7 on an idle machine, before the twin-sum term",
     "fidelity_loaded.md": "the fidelity run made under load on purpose (load 4.6-6.9), to check CPU-time compute",
+    "scale_out_b4f06b7.md": "the scale-out run at commit b4f06b7, before --nice idle, the long slice and Ray chunks",
+    "scale_out_hits_0be1339.md": "the cache-hit run at commit 0be1339 under load (3.4-5.2), quoted beside the idle ones",
     "fidelity_740e914.md": "the fidelity run at commit 740e914 (load 1.8-4.0) that the DualPipe diagnosis quotes",
 }
 
