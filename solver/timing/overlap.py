@@ -14,7 +14,7 @@ the pair's two ops stand next to each other, F first.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..bounds.combinatorial import combinatorial_bound
 from ..core.errors import InvalidScheduleError, NotApplicableError
@@ -91,16 +91,27 @@ def from_paired_order(problem: Problem, method: str, order: Sequence[Sequence[Op
                 f"{method} needs {peak:g} activation memory on device {d}, above memory.limit {cap:g}; "
                 "methods that respect the limit: greedy, auto")
     start = simulate_paired(inst, order, pairs)
+    return paired_schedule(problem, inst, method, order, pairs, start, status=status,
+                           solve_time_s=solve_time_s or time.perf_counter() - t0)
+
+
+def paired_schedule(problem: Problem, inst: Instance, method: str, order: Sequence[Sequence[OpId]], pairs: Pairs,
+                    start: Mapping[OpId, float], *, status: Status = "feasible", lower_bound: float | None = None,
+                    solve_time_s: float = 0.0) -> Schedule:
+    """Timed ops with pairs (each device's ops in ``order``'s sequence: a pair's F before its B, so
+    memory is walked right) as a validated :class:`Schedule`, the figures filled from the ops; a
+    solver's ``lower_bound`` is kept when above the closed form. Raises :class:`InvalidScheduleError`
+    when it is not valid or the closed-form bound is above its objective."""
     ops = []
     for d, dev_ops in enumerate(order):
-        for op in dev_ops:  # the order's own sequence: a pair's F before its B, so memory is walked right
+        for op in dev_ops:
             t = round(start[op], TIME_DECIMALS)
             ops.append(ScheduledOp(device=d, stage=op.stage, kind=op.kind, microbatch=op.microbatch, start=t,
                                    end=round(t + duration(inst, op, pairs), TIME_DECIMALS)))
     objective = ops_objective(ops, inst.devices, inst.objective)
     closed_form = combinatorial_bound(inst)
     status = status_source(status, objective, closed_form)[0]
-    bound = objective if status == "optimal" else min(closed_form, objective)
+    bound = objective if status == "optimal" else min(max(closed_form, lower_bound or 0.0), objective)
     busy = busy_time(ops, pairs)
     schedule = Schedule(
         problem=problem, method=method, status=status,
@@ -108,7 +119,7 @@ def from_paired_order(problem: Problem, method: str, order: Sequence[Sequence[Op
         lower_bound=round(bound, TIME_DECIMALS),
         peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order)],
         bubble_ratio=round(1.0 - busy / (inst.devices * objective) if objective > 0 else 0.0, TIME_DECIMALS),
-        solve_time_s=round(solve_time_s or time.perf_counter() - t0, 6), ops=ops,
+        solve_time_s=round(solve_time_s, 6), ops=ops,
     )
     errors = validate(schedule, inst)
     if errors:

@@ -32,15 +32,14 @@ from ...core.instance import Instance, OpId
 from ...core.metrics import peak_memory
 from ...core.problem import Problem
 from ...core.registry import SolveOptions, methods
-from ...core.schedule import Schedule, ScheduledOp, Status
+from ...core.schedule import Schedule, Status
 from ...core.tolerance import slack, within_cap
 from ...heuristics.warm_start import EXACT_METHODS, SKIPPED
-from ...timing.figures import ops_makespan, ops_objective
-from ...timing.finalize import TIME_DECIMALS, infeasible, no_schedule, status_source
+from ...timing.finalize import TIME_DECIMALS, infeasible, no_schedule
 from ...timing.overlap import from_paired_order, simulate_paired
-from ...timing.pairs import Pairs, busy_time, duration, pair_map, timed_pairs
+from ...timing.overlap import paired_schedule as timed_schedule
+from ...timing.pairs import Pairs, pair_map, timed_pairs
 from ...timing.simulate import DeadlockError
-from ...timing.validate import validate
 from .overlap import PairedModel, build_paired, candidate_pairs, paired_scaling, paired_solution
 from .run import horizon_value, model_lower, solver_parameters, stopped_by_wall
 
@@ -73,29 +72,9 @@ def forward_first(order: Sequence[Sequence[OpId]], pairs: Pairs) -> list[list[Op
 def paired_schedule(problem: Problem, inst: Instance, order: Sequence[Sequence[OpId]], pairs: Pairs,
                     start: Mapping[OpId, float], *, status: Status = "feasible", lower_bound: float | None = None,
                     solve_time_s: float = 0.0) -> Schedule:
-    """Timed ops with pairs as a validated :class:`Schedule` (as :func:`from_paired_order`, for given
-    times and a solver's bound); raises :class:`InvalidScheduleError` when it is not valid."""
-    ops = []
-    for d, dev_ops in enumerate(order):
-        for op in dev_ops:
-            t = round(start[op], TIME_DECIMALS)
-            ops.append(ScheduledOp(device=d, stage=op.stage, kind=op.kind, microbatch=op.microbatch, start=t,
-                                   end=round(t + duration(inst, op, pairs), TIME_DECIMALS)))
-    objective = ops_objective(ops, inst.devices, inst.objective)
-    closed_form = combinatorial_bound(inst)
-    status = status_source(status, objective, closed_form)[0]
-    bound = objective if status == "optimal" else min(max(closed_form, lower_bound or 0.0), objective)
-    schedule = Schedule(
-        problem=problem, method=METHOD, status=status, makespan=round(ops_makespan(ops), TIME_DECIMALS),
-        objective_value=round(objective, TIME_DECIMALS), lower_bound=round(bound, TIME_DECIMALS),
-        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order)],
-        bubble_ratio=round(1.0 - busy_time(ops, pairs) / (inst.devices * objective) if objective > 0 else 0.0,
-                           TIME_DECIMALS),
-        solve_time_s=round(solve_time_s, 6), ops=ops)
-    errors = validate(schedule, inst)
-    if errors:
-        raise InvalidScheduleError(f"method {METHOD!r} produced an invalid schedule: " + "; ".join(errors))
-    return schedule
+    """Timed ops with pairs as a validated :class:`Schedule` of this method (:func:`.timing.overlap.paired_schedule`)."""
+    return timed_schedule(problem, inst, METHOD, order, pairs, start, status=status, lower_bound=lower_bound,
+                          solve_time_s=solve_time_s)
 
 
 def paired_warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> Schedule | None:
