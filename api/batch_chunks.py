@@ -14,14 +14,12 @@ process itself runs the same bodies as a one-item process (``run_solve``, ``run_
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
-import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 from .solving.plan_worker import run_plan
+from .solving.runner import ForkedProcesses
 from .solving.worker import run_solve
 
 #: One item: ``("solve", (problem_json, method, time_limit_s, hint_json, workers))`` or
@@ -57,15 +55,8 @@ def run_units(conn: Connection, units: list[Unit]) -> None:
         conn.close()
 
 
-class ChunkRunner:
+class ChunkRunner(ForkedProcesses):
     """Runs chunks of units in processes forked from a warm forkserver; ``kill_all`` stops them."""
-
-    def __init__(self, kill_grace_s: float) -> None:
-        self.kill_grace_s = kill_grace_s
-        self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["pipesched.api.solving.preload"])
-        self._live: set[mp.process.BaseProcess] = set()
-        self._lock = threading.Lock()
 
     def run(self, units: list[Unit], time_limits: list[float]) -> list[Result]:
         """One result per unit, in order; a killed or crashed unit fails alone."""
@@ -76,21 +67,15 @@ class ChunkRunner:
 
     def _one_process(self, units: list[Unit], time_limits: list[float]) -> list[Result]:
         """Answers from one process, up to and including the first unit that killed it."""
-        receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=run_units, args=(sender, units), daemon=True)
-        with self._lock:
-            self._live.add(proc)
+        receiver, sender, proc = self._spawn(run_units, (units,))
         out: list[Result] = []
         try:
             proc.start()
             sender.close()
             for time_limit_s in time_limits:
                 t0 = time.perf_counter()
-                deadline = time_limit_s + self.kill_grace_s
-                if not receiver.poll(deadline):
-                    out.append(("killed", f"the solver overran its hard wall-clock limit of {deadline:g} s "
-                                f"(time_limit_s {time_limit_s:g} + grace {self.kill_grace_s:g}) and was killed",
-                                time.perf_counter() - t0))
+                if not receiver.poll(time_limit_s + self.kill_grace_s):
+                    out.append(("killed", self.overrun(time_limit_s), time.perf_counter() - t0))
                     break
                 try:
                     outcome, payload = receiver.recv()
@@ -102,17 +87,4 @@ class ChunkRunner:
                 out.append((outcome, payload, time.perf_counter() - t0))
             return out
         finally:
-            receiver.close()
-            proc.join(2.0 if len(out) == len(units) else 0.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-            with self._lock:
-                self._live.discard(proc)
-
-    def kill_all(self) -> None:
-        with self._lock:
-            procs = list(self._live)
-        for proc in procs:
-            with contextlib.suppress(Exception):
-                proc.kill()
+            self._reap(receiver, proc, 2.0 if len(out) == len(units) else 0.0)

@@ -29,7 +29,7 @@ from .pairs import Pairs, busy_time, duration, pair_map, timed_pairs
 from .simulate import DeadlockError
 from .validate import validate
 
-__all__ = ["Pairs", "busy_time", "from_paired_order", "pair_map", "simulate_paired", "timed_pairs"]
+__all__ = ["Pairs", "busy_time", "from_paired_order", "pair_map", "paired_schedule", "simulate_paired", "timed_pairs"]
 
 def simulate_paired(inst: Instance, order: Sequence[Sequence[OpId]], pairs: Pairs) -> dict[OpId, float]:
     """Earliest start times of ``order`` with the pairs run as one op each (module docstring).
