@@ -69,7 +69,9 @@ def test_shared_cap_bound_never_exceeds_the_brute_forced_optimum(seed: int) -> N
 def test_shared_cap_bound_never_exceeds_a_schedule(seed: int) -> None:
     rng = random.Random(seed)
     problem = _random_problem(seed, rng.choice([2, 3]), rng.choice([3, 4]))
-    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=5))
+    # any valid schedule is at least the optimum; the ILP's best after a short run is close to it,
+    # so the check is nearly as sharp as against the optimum (a longer limit cost minutes of CI)
+    schedule = solve(problem, "ilp", SolveOptions(time_limit_s=1))
     assert schedule.objective_value is not None
     inst = Instance.from_problem(problem)
     _at_most(shared_cap_bound(inst), schedule.objective_value, problem)
