@@ -33,7 +33,13 @@ from pipesched.solver import Instance  # noqa: E402
 from pipesched.solver.bounds.combinatorial import combinatorial_bound  # noqa: E402
 from pipesched.solver.budget import SETUP_S_PER_PAIR  # noqa: E402
 from pipesched.solver.exact.cpsat.formulation import OpGraph, build  # noqa: E402
-from pipesched.solver.exact.cpsat.run import add_hint, horizon_value, model_lower, root_setup_cost  # noqa: E402
+from pipesched.solver.exact.cpsat.run import (  # noqa: E402
+    add_hint,
+    device_op_pairs,
+    horizon_value,
+    model_lower,
+    root_setup_cost,
+)
 from pipesched.solver.exact.cpsat.scaling import Scaling  # noqa: E402
 from pipesched.solver.heuristics.warm_start import grid_starts  # noqa: E402
 
@@ -62,8 +68,7 @@ def measure(p: int, m: int) -> tuple[int, int, float, float, float]:
     cm = build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, inc.objective),
                lower=model_lower(inst, sc, combinatorial_bound(inst)), upper=sc.up(inc.objective) + 1)
     add_hint(cm, inc.start)
-    pairs = sum((3 * len(inst.stage_microbatches(s)) * len(st)) ** 2 for st in inst.stages_of_device for s in st[:1])
-    return inst.num_ops, pairs, _wall(cm.model, True), _wall(cm.model, False), root_setup_cost(inst, sc)
+    return inst.num_ops, device_op_pairs(inst), _wall(cm.model, True), _wall(cm.model, False), root_setup_cost(inst, sc)
 
 
 def main(argv: list[str] | None = None) -> int:

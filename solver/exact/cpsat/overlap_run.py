@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
@@ -32,12 +32,11 @@ from ...core.instance import Instance, OpId
 from ...core.metrics import peak_memory
 from ...core.problem import Problem
 from ...core.registry import SolveOptions, methods
-from ...core.schedule import Schedule, Status
+from ...core.schedule import Schedule
 from ...core.tolerance import slack, within_cap
 from ...heuristics.warm_start import EXACT_METHODS, SKIPPED
 from ...timing.finalize import TIME_DECIMALS, infeasible, no_schedule
-from ...timing.overlap import from_paired_order, simulate_paired
-from ...timing.overlap import paired_schedule as timed_schedule
+from ...timing.overlap import from_paired_order, paired_schedule, simulate_paired
 from ...timing.pairs import Pairs, pair_map, timed_pairs
 from ...timing.simulate import DeadlockError
 from .overlap import PairedModel, build_paired, candidate_pairs, paired_scaling, paired_solution
@@ -67,14 +66,6 @@ def forward_first(order: Sequence[Sequence[OpId]], pairs: Pairs) -> list[list[Op
             row.insert(row.index(pairs[b]) + 1, b)
         out.append(row)
     return out
-
-
-def paired_schedule(problem: Problem, inst: Instance, order: Sequence[Sequence[OpId]], pairs: Pairs,
-                    start: Mapping[OpId, float], *, status: Status = "feasible", lower_bound: float | None = None,
-                    solve_time_s: float = 0.0) -> Schedule:
-    """Timed ops with pairs as a validated :class:`Schedule` of this method (:func:`.timing.overlap.paired_schedule`)."""
-    return timed_schedule(problem, inst, METHOD, order, pairs, start, status=status, lower_bound=lower_bound,
-                          solve_time_s=solve_time_s)
 
 
 def paired_warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> Schedule | None:
@@ -159,7 +150,7 @@ def solve_paired(problem: Problem, options: SolveOptions) -> Schedule:
         timings = []  # memory scaled inexactly: the model's order may not fit the real cap
     for start in timings:
         try:
-            cand = paired_schedule(problem, inst, order, pairs, start)
+            cand = paired_schedule(problem, inst, METHOD, order, pairs, start)
         except InvalidScheduleError:
             continue
         if (cand.objective_value, cand.makespan) < (best.objective_value, best.makespan):

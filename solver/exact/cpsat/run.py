@@ -122,10 +122,16 @@ def root_setup_cost(inst: Instance, sc: Scaling) -> float:
     limit on a large capped model is kept (issue 12 target 5)."""
     cost = LP_S_PER_OP * inst.num_ops
     if needs_memory_resource(inst, sc):
-        ops_on = [sum(len(inst.stage_microbatches(s)) for s in stages) * (3 if inst.split_backward else 2)
-                  for stages in inst.stages_of_device]
-        cost = max(cost, SETUP_S_PER_PAIR * sum(n * n for n in ops_on))
+        cost = max(cost, SETUP_S_PER_PAIR * device_op_pairs(inst))
     return cost
+
+
+def device_op_pairs(inst: Instance) -> int:
+    """The sum over devices of (ops on the device)^2: what CP-SAT's root set-up on a memory-capped
+    model grows with (``python benchmarks/cpsat_setup.py``)."""
+    per_microbatch = 3 if inst.split_backward else 2
+    return sum((per_microbatch * sum(len(inst.stage_microbatches(s)) for s in stages)) ** 2
+               for stages in inst.stages_of_device)
 
 
 def model_lower(inst: Instance, sc: Scaling, bound: float) -> int:
