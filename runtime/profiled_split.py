@@ -1,0 +1,243 @@
+"""Choose a layer split from costs of *whole stages* profiled on this machine (issue 11).
+
+Why not the planner's layer sums: a stage does not cost the sum of its layers' profiles (split
+backward's graph walks, caches, allocation differ with depth), and a layer profile taken minutes
+before the stage profile or the replay carries a different machine speed (on a shared VM the same
+block profiled 55% slower an hour apart). A split chosen on layer sums can therefore lose to the
+uniform one in the replay while the planner predicted a gain.
+
+So here each distinct contiguous segment ``[a, b)`` that some candidate split uses is profiled as one
+stage (F, B, W exactly as the executor runs them), once per *round*, all segments in every round and
+the rounds alternated, with the median per op over rounds: a change of machine speed during
+profiling hits every segment, and so every candidate, alike. Each candidate split's Problem is then
+solved at the Problem level (``pipesched.solver.solve``, ``auto`` by default) and the least makespan
+wins. Small models enumerate every split; larger ones take the planner's candidates (its rule
+splits, its plan, and one-layer boundary moves of each) so the profile stays O(candidates · S).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import torch
+from torch import nn
+
+from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
+from pipesched.solver.planning import Cluster, Link, Model
+
+from .split_backward import backward_input
+
+GIB = 2.0**30
+Segment = tuple[int, int]
+SplitRanges = list[tuple[int, int]]
+Triple = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class SegmentProfile:
+    """Median (F, B, W) ms of each profiled segment, the per-round samples behind them, and the bytes
+    of the activation entering each layer index (what a stage boundary there sends)."""
+
+    costs: dict[Segment, Triple]
+    samples: dict[Segment, list[Triple]]
+    boundary_bytes: dict[int, int]
+    rounds: int
+
+    def stage_costs(self, split: Sequence[Segment], *, link: Link | None = None, dispatch_ms: float = 0.0,
+                    contention: float = 1.0) -> Costs:
+        """Per-stage costs of ``split``: profiled compute × ``contention`` + ``dispatch_ms`` per op (a
+        whole-stage profile already holds each op's own fixed cost once); ``comm`` from ``link`` for the
+        largest activation crossing a boundary."""
+        f, b, w = ([contention * self.costs[tuple(seg)][i] + dispatch_ms for seg in split] for i in range(3))
+        crossing = [self.boundary_bytes[end] / GIB for _, end in split[:-1]]
+        comm = link.time(max(crossing)) if link is not None and crossing else 0.0
+        return Costs(forward=f, backward_input=b, backward_weight=w, comm=comm)
+
+
+@dataclass(frozen=True)
+class ProfiledSplit:
+    """The chosen split, its Problem and schedule, and every candidate's predicted makespan (ms)."""
+
+    split: SplitRanges
+    problem: Problem
+    schedule: Schedule
+    candidates: list[tuple[SplitRanges, float]]
+    profile: SegmentProfile
+    enumerated: bool = field(default=True)
+
+    def predicted(self, split: Sequence[Segment]) -> float:
+        """The predicted makespan of candidate ``split`` (KeyError when it was not a candidate)."""
+        key = [tuple(s) for s in split]
+        return next(ms for cand, ms in self.candidates if cand == key)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time_once(stage: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], torch.Tensor] | None,
+               clock: Callable[[], float]) -> Triple:
+    """One F, B, W of ``stage`` as the executor runs it (ms). Gradients accumulate across calls, as
+    they do over a step's microbatches (only its first W allocates ``.grad``)."""
+    params = [p for p in stage.parameters() if p.requires_grad]
+    xi = x.detach().requires_grad_(x.is_floating_point())
+    _sync(x.device)
+    t0 = clock()
+    out = stage(xi)
+    y = loss(out) if loss is not None else out
+    _sync(x.device)
+    t1 = clock()
+    _, job = backward_input([y], [None if loss is not None else torch.ones_like(out)], [xi], params)
+    _sync(x.device)
+    t2 = clock()
+    job.run()
+    _sync(x.device)
+    t3 = clock()
+    return 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2)
+
+
+def profile_segments(layers: Sequence[nn.Module], segments: Sequence[Segment], sample: torch.Tensor, *,
+                     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                     sample_target: torch.Tensor | None = None, rounds: int = 5, warmup: int = 1,
+                     cpu_time: bool = False) -> SegmentProfile:
+    """Profile every segment ``[a, b)`` of ``layers`` as one stage, in ``warmup + rounds`` rounds that
+    each time every segment once (the order reversed every other round), and keep per op the median
+    of the ``rounds`` timed rounds. The segment ending at the last layer is timed with the loss
+    (``loss_fn(output, sample_target)``, default the output's mean). ``cpu_time`` times this thread's
+    CPU time instead of the wall clock (CPU only)."""
+    n = len(layers)
+    segs = sorted({(int(a), int(b)) for a, b in segments})
+    bad = [s for s in segs if not 0 <= s[0] < s[1] <= n]
+    if bad:
+        raise ValueError(f"segments {bad[:3]} are not non-empty ranges of the {n} layers")
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"rounds must be >= 1 and warmup >= 0 (got {rounds}, {warmup})")
+    if loss_fn is not None and sample_target is None:
+        raise ValueError("loss_fn needs sample_target (one microbatch of targets)")
+    if cpu_time and sample.device.type != "cpu":
+        raise ValueError("cpu_time times host threads: it only applies to a model on the CPU")
+
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        return out.float().mean() if loss_fn is None else loss_fn(out, sample_target)
+
+    inputs = [sample]  # inputs[k]: the activation entering layer k
+    with torch.no_grad():
+        for layer in layers:
+            inputs.append(layer(inputs[-1]))
+    boundary = {k: inputs[k].untyped_storage().nbytes() for k in range(1, n)}
+    stages = {s: nn.Sequential(*layers[s[0]:s[1]]) for s in segs}
+    for layer in layers:
+        layer.zero_grad(set_to_none=True)
+    clock = time.thread_time if cpu_time else time.perf_counter
+    samples: dict[Segment, list[Triple]] = {s: [] for s in segs}
+    for r in range(warmup + rounds):
+        for s in (segs if r % 2 == 0 else reversed(segs)):
+            t = _time_once(stages[s], inputs[s[0]], loss if s[1] == n else None, clock)
+            if r >= warmup:
+                samples[s].append(t)
+    for layer in layers:
+        layer.zero_grad(set_to_none=True)
+    costs = {s: tuple(statistics.median(t[i] for t in samples[s]) for i in range(3)) for s in segs}
+    return SegmentProfile(costs, samples, boundary, rounds)  # type: ignore[arg-type]
+
+
+def all_splits(num_layers: int, num_stages: int) -> list[SplitRanges]:
+    """Every split of ``num_layers`` layers into ``num_stages`` contiguous non-empty stages."""
+    return [list(zip((0, *cut), (*cut, num_layers), strict=True))
+            for cut in combinations(range(1, num_layers), num_stages - 1)]
+
+
+def planner_splits(model: Model, cluster: Cluster, microbatches: int, plan_time_limit_s: float = 0.0
+                   ) -> list[SplitRanges]:
+    """The planner's candidate splits (memory aside: the runtime replays without a cap): its rule
+    splits (balanced, AdaPipe-style, uniform, torchtitan, Megatron, window; chunk- and device-balanced
+    for v >= 2), the split ``plan`` chooses when ``plan_time_limit_s > 0``, and every one-layer
+    boundary move of each (the planner's local moves), deduplicated in that order."""
+    from pipesched.solver.planning import plan
+    from pipesched.solver.planning.bound import window_split
+    from pipesched.solver.planning.split import (
+        SplitContext,
+        adapipe,
+        balanced,
+        chunk_balanced,
+        device_balanced,
+        megatron,
+        torchtitan,
+        uniform,
+    )
+
+    layers = model.expanded()
+    free = cluster.model_copy(update={"memory_per_device": None, "microbatches": microbatches})
+    ctx = SplitContext.of(layers, free, microbatches)
+    bal = balanced(ctx)
+    found = [bal, adapipe(ctx), uniform(ctx, layers), torchtitan(ctx, layers), megatron(ctx, layers),
+             chunk_balanced(ctx), device_balanced(ctx, bal)]
+    bases = [tuple(x.bounds) for x in found if x is not None]
+    bases.append(tuple(window_split(layers, free, microbatches)))
+    if plan_time_limit_s > 0:
+        chosen = plan(model, free, "auto", plan_time_limit_s)
+        if chosen.stages:
+            st = sorted(chosen.stages, key=lambda s: s.stage)
+            bases.insert(0, (*(s.layers[0] for s in st), st[-1].layers[1]))
+    out: list[tuple[int, ...]] = []
+    for b in bases:
+        out.append(b)
+        for k in range(1, len(b) - 1):
+            for step in (-1, 1):
+                moved = list(b)
+                moved[k] += step
+                if moved[k - 1] < moved[k] < moved[k + 1]:
+                    out.append(tuple(moved))
+    return [list(zip(b[:-1], b[1:], strict=True)) for b in dict.fromkeys(out)]
+
+
+def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: int, microbatches: int, *,
+                   loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                   sample_target: torch.Tensor | None = None, stages_per_device: int = 1,
+                   link: Link | None = None, dispatch_ms: float = 0.0, contention: float = 1.0,
+                   method: str = "auto", time_limit_s: float = 2.0, rounds: int = 5, warmup: int = 1,
+                   max_enumerated: int = 200, model: Model | None = None, plan_time_limit_s: float = 0.0,
+                   extra_segments: Sequence[Segment] = ()) -> ProfiledSplit:
+    """The split of ``layers`` over ``devices × stages_per_device`` loop-placed stages whose schedule,
+    solved by ``method`` on whole-stage costs profiled here, has the least makespan.
+
+    Candidates: every split when there are at most ``max_enumerated`` of them; otherwise the planner's
+    (:func:`planner_splits`, which needs the layer-profiled ``model``). Each op's cost is the segment's
+    profiled time × ``contention`` + ``dispatch_ms``; ``comm`` comes from ``link``. ``extra_segments``
+    are profiled in the same rounds (e.g. the stages of other splits a caller compares with), so their
+    costs carry the same machine speed. Ties keep the earlier candidate.
+    """
+    n, stages = len(layers), devices * stages_per_device
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot split {n} layers into {stages} non-empty stages")
+    enumerated = math.comb(n - 1, stages - 1) <= max_enumerated
+    if enumerated:
+        candidates = all_splits(n, stages)
+    elif model is None:
+        raise ValueError(f"{math.comb(n - 1, stages - 1)} splits exceed max_enumerated = {max_enumerated}: "
+                         "pass the layer-profiled model to take the planner's candidates")
+    else:
+        cluster = Cluster(devices=devices, stages_per_device=stages_per_device, microbatches=microbatches,
+                          link=link or Link())
+        candidates = planner_splits(model, cluster, microbatches, plan_time_limit_s)
+    segments = {seg for split in candidates for seg in split} | {tuple(s) for s in extra_segments}
+    prof = profile_segments(layers, sorted(segments), sample, loss_fn=loss_fn, sample_target=sample_target,
+                            rounds=rounds, warmup=warmup)
+    best: tuple[float, SplitRanges, Problem, Schedule] | None = None
+    priced: list[tuple[SplitRanges, float]] = []
+    for split in candidates:
+        problem = Problem(devices=devices, microbatches=microbatches, stages_per_device=stages_per_device,
+                          costs=prof.stage_costs(split, link=link, dispatch_ms=dispatch_ms, contention=contention))
+        schedule = solve(problem, method, SolveOptions(time_limit_s=time_limit_s))
+        ms = schedule.makespan if schedule.ops else math.inf
+        priced.append((split, ms))
+        if best is None or ms < best[0]:
+            best = (ms, split, problem, schedule)
+    assert best is not None
+    return ProfiledSplit(best[1], best[2], best[3], priced, prof, enumerated)
