@@ -44,7 +44,6 @@ import torch
 from pipesched.runtime.contention import contention_factor
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
-from pipesched.runtime.profile import profile
 from pipesched.runtime.profile_layers import (
     LinkProfile,
     op_overhead,
@@ -52,6 +51,7 @@ from pipesched.runtime.profile_layers import (
     profile_layers,
     profile_link,
 )
+from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split
 from pipesched.runtime.shared_cores import shared_cores_makespan
 from pipesched.runtime.split_backward import backward_input
 from pipesched.runtime.transformer import (
@@ -61,11 +61,18 @@ from pipesched.runtime.transformer import (
     lm_loss,
     replay_rank,
     sample_tokens,
-    stage_modules,
     transformer_layers,
 )
-from pipesched.solver import Costs, OpId, Problem, Schedule, SolveOptions, from_order, solve
-from pipesched.solver.planning import Cluster, Model
+from pipesched.solver import (
+    Costs,
+    OpId,
+    Problem,
+    Schedule,
+    SolveOptions,
+    from_order,
+    solve,
+)
+from pipesched.solver.planning import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import command_line, publish  # noqa: E402
@@ -90,10 +97,14 @@ def induced_problem(model: Model, split: list[tuple[int, int]], devices: int, v:
                     contention: float = 1.0) -> Problem:
     """Stage costs = sums of the split's layer costs × ``contention`` + the fixed per-op cost; comm
     from the link for the largest activation crossing a stage boundary (the uniform split's are all
-    the same size)."""
+    the same size). A stage that starts a chain (token ids in: no input gradient) runs its whole
+    backward as W and an empty B, as the executor does, so its layers' B moves into W (left in B, a
+    zero-bubble schedule defers those long W ops to the step's end: the p = 2 planned split's waits)."""
     layers = model.expanded()
-    sums = [[contention * sum(getattr(x, k) for x in layers[a:b]) + overhead[i]
-             for a, b in split] for i, k in enumerate(("forward", "backward_input", "backward_weight"))]
+    sums = [[contention * sum(getattr(x, k) for x in layers[a:b]) for a, b in split]
+            for k in ("forward", "backward_input", "backward_weight")]
+    sums[2][0], sums[1][0] = sums[2][0] + sums[1][0], 0.0  # model stage 0 (both copies under dual)
+    sums = [[t + overhead[i] for t in row] for i, row in enumerate(sums)]
     comm = max(link.link().time(layers[b - 1].output) for _, b in split[:-1])
     return Problem(devices=devices, microbatches=microbatches, stages_per_device=v, placement=placement,
                    costs=Costs(forward=sums[0], backward_input=sums[1], backward_weight=sums[2], comm=comm))
@@ -147,8 +158,10 @@ def run(args: argparse.Namespace) -> str:
         "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
         "Predicted from layers: the schedule's makespan (layer profiles summed per stage). From stages: the same "
-        "order re-timed with costs profiled on the whole stages (``pipesched.runtime.profile``), which "
-        "includes what a stage costs beyond the sum of its layers.",
+        "order re-timed with costs profiled on the whole stages, every stage of every row and candidate split of a "
+        "world size in the same alternated rounds just before its replays (``runtime/profiled_split.py``), which "
+        "includes what a stage costs beyond the sum of its layers. The planned split's schedule is auto's on "
+        "those stage costs; its from-layers column re-times that order with layer sums.",
         "",
         "Cores shared: the same order re-timed with the layer profiles (no factor) when the p ranks share "
         "p / factor cores, each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``): "
@@ -172,7 +185,6 @@ def run(args: argparse.Namespace) -> str:
     ]
     orders: list[str] = []
     plans: list[str] = []
-    stage_costs: dict[tuple, Costs] = {}  # per split: stage costs measured on whole stages
     stage_bytes: dict[tuple, list[int]] = {}  # per split: parameter bytes of each model stage
     for p in args.worlds:
         rows = []
@@ -187,13 +199,17 @@ def run(args: argparse.Namespace) -> str:
             rows.append((method, v, schedule, bare))
             jobs.append((schedule.model_dump_json(), split))
             stage_bytes[tuple(split)] = [param_bytes(layers[a:b]) for a, b in split]
-        planned = _planned_split(model, p, args.microbatches, link, args.time_limit)
-        if planned is not None:  # the same method on the split planning chose
-            problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link, contention)
-            bare = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
-            rows.append(("auto (planned split)", 1, solve(problem, "auto", SolveOptions(time_limit_s=args.time_limit)),
-                         bare))
-            jobs.append((rows[-1][2].model_dump_json(), planned))
+        # the split chosen on whole-stage profiles; every row's stages profiled in the same alternated rounds
+        found = profiled_split(layers, x, p, args.microbatches, loss_fn=lm_loss, sample_target=y,
+                               link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
+                               time_limit_s=args.split_time_limit, rounds=args.repeats,
+                               extra_segments=[seg for _, sp in jobs for seg in sp])
+        planned = found.split
+        problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link, contention)
+        bare = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
+        rows.append(("auto (planned split)", 1, from_order(problem, "auto", found.schedule.order()), bare))
+        jobs.append((found.schedule.model_dump_json(), planned))
+        stage_costs = {tuple(sp): found.profile.stage_costs(sp) for _, sp in jobs}
         load = os.getloadavg()[0]  # other work on the machine competes with the ranks for cores
         results = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg),
                                               args.microbatches * args.microbatch_size, args.steps,
@@ -201,8 +217,6 @@ def run(args: argparse.Namespace) -> str:
         measured = []
         for j, (method, v, schedule, bare) in enumerate(rows):
             split = [tuple(x) for x in jobs[j][1]]
-            if tuple(split) not in stage_costs:
-                stage_costs[tuple(split)] = _stage_profile(layers, split, x, y, args.repeats)
             by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
             shared = shared_cores_makespan(from_order(bare, method, schedule.order()), contention)
             preds = {"layers": schedule.makespan, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
@@ -219,15 +233,20 @@ def run(args: argparse.Namespace) -> str:
             measured.append((method, preds, row[0]))
             lines.append(row[1])
         orders.append(_order_check(p, measured))
-        if planned is not None:
-            plans.append(_plan_check(p, planned, measured) + _stage_sums(model, stage_costs, sum(overhead), planned, even_split(
-                len(layers), p)))
+        plans.append(_paired(args, cfg, p, found, [r[-1] for r in results]) + _stage_sums(model, stage_costs, sum(overhead), planned,
+                                                                           even_split(len(layers), p)))
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
     lines += _depth_table(layers, x, args.depth_rounds)
-    lines += ["", "Planned split vs the uniform split, both solved by auto (target: measured gain >= half the "
-              "predicted gain; planning optimises the prediction from layers):", ""]
-    lines += [f"- {x}" for x in plans] or ["- planning (pipesched.solver.planning.planner.plan) is not available"]
+    lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain). The split is "
+              "chosen by ``runtime/profiled_split.py``: every contiguous segment a candidate split uses is profiled "
+              "as one stage in alternated rounds (median per op), each candidate's Problem (× the contention factor, "
+              "+ dispatch, comm from the link) is solved by auto and the least makespan wins; the uniform split's "
+              "schedule is auto's on the same profile. Both are replayed alternately, one job each per round, "
+              "so a change of machine speed hits both alike; the measured gain is the median of the per-round "
+              "differences. Waits: per rank, idle time before its ops in the predicted schedule / measured "
+              "(the planned schedule, its fastest step in the main replay).", ""]
+    lines += [f"- {x}" for x in plans]
     return "\n".join(lines) + "\n"
 
 
@@ -268,14 +287,6 @@ def _split_step(ranks: list[dict]) -> str:
     waits = sum(start - wait for *_, wait, start, _e, _c in r["timeline"])
     rest = r["step_s"] - compute - waits - r["twin_s"]
     return " / ".join(f"{1e3 * x:.1f}" for x in (compute, waits, r["twin_s"], rest))
-
-
-def _stage_profile(layers: list[torch.nn.Module], split: list[tuple[int, int]], x: torch.Tensor,
-                   y: torch.Tensor, repeats: int) -> Costs:
-    """Per-stage F / B / W measured on the stages themselves (each op's fixed cost included once)."""
-    stages = stage_modules(layers, split)
-    problem = profile(stages, x, loss_fn=lm_loss, sample_target=y, microbatches=1, repeats=repeats, warmup=2)
-    return problem.costs
 
 
 def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: float) -> Schedule:
@@ -321,32 +332,36 @@ def _depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) ->
     return out
 
 
-def _planned_split(model: Model, p: int, microbatches: int, link: LinkProfile,
-                   time_limit: float) -> list[tuple[int, int]] | None:
-    """The split ``plan`` chooses for this model on ``p`` devices (no memory cap, so no recompute)."""
-    try:
-        from pipesched.solver.planning.planner import plan
-    except ImportError:
-        return None
-    result = plan(model, Cluster(devices=p, microbatches=microbatches, link=link.link()), "auto", time_limit)
-    if not result.stages or any(st.recompute for st in result.stages):
-        return None  # the runtime transformer replays without activation checkpointing
-    return [tuple(st.layers) for st in sorted(result.stages, key=lambda st: st.stage)]
-
-
-def _plan_check(p: int, split: list[tuple[int, int]], rows: list[tuple[str, dict[str, float], float]]) -> str:
-    """The planned split's gain over the uniform one (both run by auto), predicted by each model
-    (layers: what the planner optimised; stages; cores shared) against measured."""
-    by = {name: (pred, meas) for name, pred, meas in rows}
-    (pu, mu), (pp, mp) = by["auto"], by["auto (planned split)"]
-    gain_m = mu - mp
-    parts = []
-    for key, label in (("layers", "from layers"), ("stages", "from stages"), ("shared", "cores shared")):
-        gain_p = pu[key] - pp[key]
-        met = "no predicted gain" if gain_p <= 0 else "met" if gain_m >= gain_p / 2 else "missed"
-        parts.append(f"{label} {gain_p:.2f} ms ({100 * gain_p / pu[key]:+.1f}%): {met}")
-    return (f"p = {p}: split {split}; measured gain {gain_m:.2f} ms ({100 * gain_m / mu:+.1f}%); predicted "
-            + "; ".join(parts))
+def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: ProfiledSplit, main: list[dict]) -> str:
+    """The planned split against the uniform one, both auto's schedules on the same whole-stage profile,
+    replayed alternately for ``--pair-rounds`` rounds (one job each per round; a job's step is its fastest
+    of ``--pair-steps``): predicted and per-round measured steps, the median gain, and the planned
+    schedule's waits per rank, predicted / measured (from ``main``: its ranks in the main replay)."""
+    uniform = even_split(cfg.layers + 2, p)
+    planned_s, uniform_s = found.schedule, found.schedule_of(uniform)
+    gain_p = uniform_s.makespan - planned_s.makespan
+    head = (f"p = {p}: split {found.split}, the least of {len(found.candidates)} "
+            f"{'splits (all)' if found.enumerated else 'planner candidates'}; predicted {planned_s.makespan:.2f} ms "
+            f"against uniform {uniform_s.makespan:.2f} ms, gain {gain_p:.2f} ms ({100 * gain_p / uniform_s.makespan:+.1f}%)")
+    if found.split == uniform:
+        return head + ": the uniform split itself"
+    jobs = [(planned_s.model_dump_json(), found.split), (uniform_s.model_dump_json(), uniform)] * args.pair_rounds
+    res = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg), args.microbatches * args.microbatch_size,
+                                      args.pair_steps, timeout_s=args.timeout)]
+    step = [1e3 * max(r[j]["step_s"] for r in res) for j in range(len(jobs))]
+    gains = [u - q for q, u in zip(step[0::2], step[1::2], strict=True)]
+    gain_m = statistics.median(gains)
+    met = "no predicted gain" if gain_p <= 0 else "met" if gain_m >= gain_p / 2 else "missed"
+    idle = [0.0] * p
+    for d in range(p):
+        timed = sorted((o for o in planned_s.ops if o.device == d), key=lambda o: o.start)
+        idle[d] = timed[0].start + sum(b.start - a.end for a, b in zip(timed, timed[1:], strict=False))
+    waits = [1e3 * sum(start - wait for *_, wait, start, _e, _c in r["timeline"]) for r in main]
+    return (head + f"; measured in {args.pair_rounds} alternated rounds (planned / uniform ms): "
+            + ", ".join(f"{q:.1f} / {u:.1f}" for q, u in zip(step[0::2], step[1::2], strict=True))
+            + f"; median gain {gain_m:.2f} ms ({100 * gain_m / statistics.median(step[1::2]):+.1f}%): {met}. "
+            "Waits per rank, predicted / measured (ms): "
+            + ", ".join(f"rank {d}: {idle[d]:.1f} / {waits[d]:.1f}" for d in range(p)))
 
 
 def _stage_sums(model: Model, stage_costs: dict[tuple, Costs], fixed: float, *splits: list[tuple[int, int]]) -> str:
@@ -402,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--depth-rounds", type=int, default=30, help="alternated runs of the stage-depth table")
     ap.add_argument("--time-limit", type=float, default=10.0, help="auto's time limit (s)")
+    ap.add_argument("--split-time-limit", type=float, default=2.0, help="auto's limit per candidate split (s)")
+    ap.add_argument("--pair-rounds", type=int, default=5, help="alternated rounds of planned vs uniform")
+    ap.add_argument("--pair-steps", type=int, default=3, help="steps per job of a round (the fastest counts)")
     ap.add_argument("--timeout", type=float, default=600.0, help="bound on each replay group (s)")
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
     ap.add_argument("--previous", type=Path, default=None,
@@ -410,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     args.command = command_line("fidelity.py", argv)
     if args.quick:
         args.hidden, args.seq, args.vocab, args.steps, args.repeats, args.time_limit = 64, 32, 2048, 3, 3, 3.0
-        args.depth_rounds = 10
+        args.depth_rounds, args.pair_rounds, args.split_time_limit = 10, 2, 0.5
     args.previous = _previous(args.previous or args.output)
     publish(run(args), args.output)
     return 0

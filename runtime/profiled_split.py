@@ -61,19 +61,26 @@ class SegmentProfile:
 
 @dataclass(frozen=True)
 class ProfiledSplit:
-    """The chosen split, its Problem and schedule, and every candidate's predicted makespan (ms)."""
+    """The chosen split, its Problem and schedule, every candidate's predicted makespan (ms) and its
+    schedule (aligned with ``candidates``)."""
 
     split: SplitRanges
     problem: Problem
     schedule: Schedule
     candidates: list[tuple[SplitRanges, float]]
     profile: SegmentProfile
-    enumerated: bool = field(default=True)
+    enumerated: bool = True
+    schedules: list[Schedule] = field(default_factory=list)
+
+    def schedule_of(self, split: Sequence[Segment]) -> Schedule:
+        """Candidate ``split``'s schedule (StopIteration when it was not a candidate)."""
+        key = [tuple(s) for s in split]
+        return next(sch for (cand, _), sch in zip(self.candidates, self.schedules, strict=True) if cand == key)
 
     def predicted(self, split: Sequence[Segment]) -> float:
-        """The predicted makespan of candidate ``split`` (KeyError when it was not a candidate)."""
-        key = [tuple(s) for s in split]
-        return next(ms for cand, ms in self.candidates if cand == key)
+        """The predicted makespan of candidate ``split``."""
+        sch = self.schedule_of(split)
+        return sch.makespan if sch.ops else math.inf
 
 
 def _sync(device: torch.device) -> None:
@@ -231,13 +238,15 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
                             rounds=rounds, warmup=warmup)
     best: tuple[float, SplitRanges, Problem, Schedule] | None = None
     priced: list[tuple[SplitRanges, float]] = []
+    schedules: list[Schedule] = []
     for split in candidates:
         problem = Problem(devices=devices, microbatches=microbatches, stages_per_device=stages_per_device,
                           costs=prof.stage_costs(split, link=link, dispatch_ms=dispatch_ms, contention=contention))
         schedule = solve(problem, method, SolveOptions(time_limit_s=time_limit_s))
         ms = schedule.makespan if schedule.ops else math.inf
         priced.append((split, ms))
+        schedules.append(schedule)
         if best is None or ms < best[0]:
             best = (ms, split, problem, schedule)
     assert best is not None
-    return ProfiledSplit(best[1], best[2], best[3], priced, prof, enumerated)
+    return ProfiledSplit(best[1], best[2], best[3], priced, prof, enumerated, schedules)
