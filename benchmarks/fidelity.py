@@ -110,6 +110,11 @@ def induced_problem(model: Model, split: list[tuple[int, int]], devices: int, v:
                    costs=Costs(forward=sums[0], backward_input=sums[1], backward_weight=sums[2], comm=comm))
 
 
+def _layer_text(model: Model) -> str:
+    return ", ".join(f"{x.name} × {x.repeat}: F {x.forward:.3f} / B {x.backward_input:.3f} / W {x.backward_weight:.3f}"
+                     for x in model.layers)
+
+
 def _busiest_work(schedule: Schedule) -> float:
     work = [0.0] * schedule.problem.devices
     for op in schedule.ops:
@@ -140,9 +145,8 @@ def run(args: argparse.Namespace) -> str:
         "",
         *(["**A `--quick` smoke run: it shows the loop works end to end; the targets apply to the default "
            "configuration on an idle machine.**", ""] if args.quick else []),
-        "Profiled (ms per microbatch, the fixed per-op cost taken out): "
-        + ", ".join(f"{x.name} × {x.repeat}: F {x.forward:.3f} / B {x.backward_input:.3f} / W {x.backward_weight:.3f}"
-                    for x in model.layers)
+        "Profiled at the start (ms per microbatch, the fixed per-op cost taken out; later world sizes "
+        "re-profile, below the table): " + _layer_text(model)
         + f". Fixed cost inside each op F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. Per world "
         "size p (measured with p ranks running): "
         + "; ".join(f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
@@ -185,25 +189,30 @@ def run(args: argparse.Namespace) -> str:
     ]
     orders: list[str] = []
     plans: list[str] = []
+    reprofiled: list[str] = []
     stage_bytes: dict[tuple, list[int]] = {}  # per split: parameter bytes of each model stage
     for p in args.worlds:
         rows = []
         jobs = []
         link, dispatch, contention, twin = machine[p]
         per_op = tuple(t + dispatch for t in overhead)
-        for method, v, placement in METHODS:
-            split = even_split(len(layers), p if placement == "dual" else p * v)  # dual: p model stages, twice
+        splits = [even_split(len(layers), p if placement == "dual" else p * v) for _, v, placement in METHODS]
+        # the split chosen on whole-stage profiles; every row's stages profiled in the same alternated rounds
+        found = profiled_split(layers, x, p, args.microbatches, loss_fn=lm_loss, sample_target=y,
+                               link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
+                               time_limit_s=args.split_time_limit, rounds=args.repeats,
+                               extra_segments=[seg for sp in splits for seg in sp])
+        if p != args.worlds[0]:  # layers again, just before this world's replays: the machine's speed drifts
+            model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
+                                   repeats=args.repeats, warmup=2)
+            reprofiled.append(f"p = {p}: " + _layer_text(model))
+        for (method, v, placement), split in zip(METHODS, splits, strict=True):
             problem = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link, contention)
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
             bare = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link)
             rows.append((method, v, schedule, bare))
             jobs.append((schedule.model_dump_json(), split))
             stage_bytes[tuple(split)] = [param_bytes(layers[a:b]) for a, b in split]
-        # the split chosen on whole-stage profiles; every row's stages profiled in the same alternated rounds
-        found = profiled_split(layers, x, p, args.microbatches, loss_fn=lm_loss, sample_target=y,
-                               link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
-                               time_limit_s=args.split_time_limit, rounds=args.repeats,
-                               extra_segments=[seg for _, sp in jobs for seg in sp])
         planned = found.split
         problem = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link, contention)
         bare = induced_problem(model, planned, p, 1, "loop", args.microbatches, per_op, link)
@@ -235,6 +244,8 @@ def run(args: argparse.Namespace) -> str:
         orders.append(_order_check(p, measured))
         plans.append(_paired(args, cfg, p, found, [r[-1] for r in results]) + _stage_sums(model, stage_costs, sum(overhead), planned,
                                                                            even_split(len(layers), p)))
+    lines += ["", "Layers re-profiled just before a later world size's replays (ms, as above): "] + [
+        f"- {x}" for x in reprofiled] if reprofiled else []
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
     lines += _depth_table(layers, x, args.depth_rounds)
