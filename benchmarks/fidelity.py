@@ -51,7 +51,7 @@ from pipesched.runtime.profile_layers import (
     profile_layers,
     profile_link,
 )
-from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split
+from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split, shared_cores_score
 from pipesched.runtime.shared_cores import shared_cores_makespan
 from pipesched.runtime.split_backward import backward_input
 from pipesched.runtime.transformer import (
@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> str:
         found = profiled_split(layers, x, p, args.microbatches, loss_fn=lm_loss, sample_target=y,
                                link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
                                time_limit_s=args.split_time_limit, rounds=args.repeats,
-                               extra_segments=[seg for sp in splits for seg in sp])
+                               extra_segments=[seg for sp in splits for seg in sp],
+                               score=shared_cores_score(contention) if p > (os.cpu_count() or 1) else None)
         if p != args.worlds[0]:  # layers again, just before this world's replays: the machine's speed drifts
             model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
                                    repeats=args.repeats, warmup=2)
@@ -346,27 +347,27 @@ def _depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) ->
 def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: ProfiledSplit, main: list[dict]) -> str:
     """The planned split against the uniform one, both auto's schedules on the same whole-stage profile,
     replayed alternately for ``--pair-rounds`` rounds (one job each per round; a job's step is its fastest
-    of ``--pair-steps``): predicted and per-round measured steps, the median gain, and the planned
+    of ``--steps``): predicted and per-round measured steps, the median gain, and the planned
     schedule's waits per rank, predicted / measured (from ``main``: its ranks in the main replay)."""
     uniform = even_split(cfg.layers + 2, p)
     planned_s, uniform_s = found.schedule, found.schedule_of(uniform)
-    gain_p = uniform_s.makespan - planned_s.makespan
+    pred_p, pred_u = found.predicted(found.split), found.predicted(uniform)
+    gain_p = pred_u - pred_p
     head = (f"p = {p}: split {found.split}, the least of {len(found.candidates)} "
-            f"{'splits (all)' if found.enumerated else 'planner candidates'}; predicted {planned_s.makespan:.2f} ms "
-            f"against uniform {uniform_s.makespan:.2f} ms, gain {gain_p:.2f} ms ({100 * gain_p / uniform_s.makespan:+.1f}%)")
+            f"{'splits (all)' if found.enumerated else 'planner candidates'}"
+            f"{' (ranked with cores shared: p > cores)' if p > (os.cpu_count() or 1) else ''}; predicted {pred_p:.2f} ms "
+            f"against uniform {pred_u:.2f} ms, gain {gain_p:.2f} ms ({100 * gain_p / pred_u:+.1f}%)")
     if found.split == uniform:
         return head + ": the uniform split itself"
     jobs = [(planned_s.model_dump_json(), found.split), (uniform_s.model_dump_json(), uniform)] * args.pair_rounds
     res = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg), args.microbatches * args.microbatch_size,
-                                      args.pair_steps, timeout_s=args.timeout)]
+                                      args.steps, timeout_s=args.timeout)]
     step = [1e3 * max(r[j]["step_s"] for r in res) for j in range(len(jobs))]
     gains = [u - q for q, u in zip(step[0::2], step[1::2], strict=True)]
     gain_m = statistics.median(gains)
     met = "no predicted gain" if gain_p <= 0 else "met" if gain_m >= gain_p / 2 else "missed"
-    idle = [0.0] * p
-    for d in range(p):
-        timed = sorted((o for o in planned_s.ops if o.device == d), key=lambda o: o.start)
-        idle[d] = timed[0].start + sum(b.start - a.end for a, b in zip(timed, timed[1:], strict=False))
+    timed = [sorted((o for o in planned_s.ops if o.device == d), key=lambda o: o.start) for d in range(p)]
+    idle = [t[0].start + sum(b.start - a.end for a, b in zip(t, t[1:], strict=False)) for t in timed]
     waits = [1e3 * sum(start - wait for *_, wait, start, _e, _c in r["timeline"]) for r in main]
     return (head + f"; measured in {args.pair_rounds} alternated rounds (planned / uniform ms): "
             + ", ".join(f"{q:.1f} / {u:.1f}" for q, u in zip(step[0::2], step[1::2], strict=True))
@@ -430,7 +431,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="auto's time limit (s)")
     ap.add_argument("--split-time-limit", type=float, default=2.0, help="auto's limit per candidate split (s)")
     ap.add_argument("--pair-rounds", type=int, default=5, help="alternated rounds of planned vs uniform")
-    ap.add_argument("--pair-steps", type=int, default=3, help="steps per job of a round (the fastest counts)")
     ap.add_argument("--timeout", type=float, default=600.0, help="bound on each replay group (s)")
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
     ap.add_argument("--previous", type=Path, default=None,

@@ -61,8 +61,8 @@ class SegmentProfile:
 
 @dataclass(frozen=True)
 class ProfiledSplit:
-    """The chosen split, its Problem and schedule, every candidate's predicted makespan (ms) and its
-    schedule (aligned with ``candidates``)."""
+    """The chosen split, its Problem and schedule, every candidate's predicted step (ms: its makespan or
+    its ``score``) and its schedule (aligned with ``candidates``)."""
 
     split: SplitRanges
     problem: Problem
@@ -78,9 +78,23 @@ class ProfiledSplit:
         return next(sch for (cand, _), sch in zip(self.candidates, self.schedules, strict=True) if cand == key)
 
     def predicted(self, split: Sequence[Segment]) -> float:
-        """The predicted makespan of candidate ``split``."""
-        sch = self.schedule_of(split)
-        return sch.makespan if sch.ops else math.inf
+        """Candidate ``split``'s predicted step (its score)."""
+        key = [tuple(s) for s in split]
+        return next(ms for cand, ms in self.candidates if cand == key)
+
+
+def shared_cores_score(contention: float) -> Callable[[Schedule, Costs], float]:
+    """A ``score`` for :func:`profiled_split` when ranks outnumber cores: the candidate's schedule re-timed
+    with its p ranks sharing p / ``contention`` cores (:func:`.shared_cores.shared_cores_makespan`)."""
+    from pipesched.solver import from_order
+
+    from .shared_cores import shared_cores_makespan
+
+    def score(schedule: Schedule, costs: Costs) -> float:
+        bare = Problem.model_validate({**schedule.problem.model_dump(), "costs": costs.model_dump()})
+        return shared_cores_makespan(from_order(bare, schedule.method, schedule.order()), contention)
+
+    return score
 
 
 def _sync(device: torch.device) -> None:
@@ -210,7 +224,8 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
                    link: Link | None = None, dispatch_ms: float = 0.0, contention: float = 1.0,
                    method: str = "auto", time_limit_s: float = 2.0, rounds: int = 5, warmup: int = 1,
                    max_enumerated: int = 200, model: Model | None = None, plan_time_limit_s: float = 0.0,
-                   extra_segments: Sequence[Segment] = ()) -> ProfiledSplit:
+                   extra_segments: Sequence[Segment] = (),
+                   score: Callable[[Schedule, Costs], float] | None = None) -> ProfiledSplit:
     """The split of ``layers`` over ``devices × stages_per_device`` loop-placed stages whose schedule,
     solved by ``method`` on whole-stage costs profiled here, has the least makespan.
 
@@ -218,7 +233,11 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
     (:func:`planner_splits`, which needs the layer-profiled ``model``). Each op's cost is the segment's
     profiled time × ``contention`` + ``dispatch_ms``; ``comm`` comes from ``link``. ``extra_segments``
     are profiled in the same rounds (e.g. the stages of other splits a caller compares with), so their
-    costs carry the same machine speed. Ties keep the earlier candidate.
+    costs carry the same machine speed. ``score(schedule, compute)`` (default: the makespan) ranks the
+    solved candidates by another predictor of the step, given the candidate's costs without the
+    contention factor: e.g. ranks that share cores re-timed by
+    :func:`pipesched.runtime.shared_cores.shared_cores_makespan`, where a uniform contention factor
+    also slows the ops that run in other ranks' bubbles. Ties keep the earlier candidate.
     """
     n, stages = len(layers), devices * stages_per_device
     if not 1 <= stages <= n:
@@ -243,7 +262,8 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
         problem = Problem(devices=devices, microbatches=microbatches, stages_per_device=stages_per_device,
                           costs=prof.stage_costs(split, link=link, dispatch_ms=dispatch_ms, contention=contention))
         schedule = solve(problem, method, SolveOptions(time_limit_s=time_limit_s))
-        ms = schedule.makespan if schedule.ops else math.inf
+        ms = math.inf if not schedule.ops else schedule.makespan if score is None else score(
+            schedule, prof.stage_costs(split, link=link, dispatch_ms=dispatch_ms))
         priced.append((split, ms))
         schedules.append(schedule)
         if best is None or ms < best[0]:

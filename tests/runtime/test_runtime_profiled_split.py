@@ -14,6 +14,7 @@ from pipesched.runtime.profiled_split import (
     planner_splits,
     profile_segments,
     profiled_split,
+    shared_cores_score,
 )
 from pipesched.runtime.transformer import (
     TinyTransformer,
@@ -102,3 +103,24 @@ def test_many_splits_take_the_planners_candidates() -> None:
     assert found.split in cands
     assert set(found.profile.costs) == {seg for c in cands for seg in c}
     assert solve(found.problem, "auto").makespan == pytest.approx(found.schedule.makespan, rel=1e-6)
+
+
+def test_a_score_ranks_the_solved_candidates() -> None:
+    layers = transformer_layers(CFG)
+    x, y = sample_tokens(2, CFG)
+    seen: list[float] = []
+
+    def worst(schedule, compute) -> float:  # ranks by the negated makespan: the slowest split wins
+        seen.append(compute.forward[0])
+        return -schedule.makespan
+
+    found = profiled_split(layers, x, 2, 4, loss_fn=lm_loss, sample_target=y, rounds=1, warmup=0,
+                           contention=3.0, dispatch_ms=1.0, time_limit_s=0.5, score=worst)
+    assert found.schedule.makespan == max(s.makespan for s in found.schedules)
+    assert [ms for _, ms in found.candidates] == [-s.makespan for s in found.schedules]
+    # the score sees the costs without the contention factor (dispatch included)
+    assert seen == pytest.approx([found.profile.costs[split[0]][0] + 1.0 for split, _ in found.candidates])
+    # with a factor of 1 every rank has a core: shared cores re-time the schedule to its own makespan
+    assert shared_cores_score(1.0)(found.schedule, found.schedule.problem.costs) == pytest.approx(
+        found.schedule.makespan)
+    assert shared_cores_score(2.0)(found.schedule, found.schedule.problem.costs) > found.schedule.makespan
