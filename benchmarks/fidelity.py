@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> str:
     cpu_overhead = op_overhead(cpu_time=True)  # the compute term again, in CPU time: load does not inflate it
     cpu_model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=cpu_overhead,
                                repeats=args.repeats, warmup=2, cpu_time=True)
-    machine = {p: run_ranks(_machine_rank, p, timeout_s=args.timeout)[0].value for p in args.worlds}
+    machine: dict[int, tuple] = {}  # per world size, measured just before its profiles and replays
     lines = [
         "# Cost-model fidelity: predicted vs measured step time",
         "",
@@ -148,13 +148,7 @@ def run(args: argparse.Namespace) -> str:
         "Profiled at the start (ms per microbatch, the fixed per-op cost taken out; later world sizes "
         "re-profile, below the table): " + _layer_text(model)
         + f". Fixed cost inside each op F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. Per world "
-        "size p (measured with p ranks running): "
-        + "; ".join(f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
-                    + (f"{lk.gib_per_ms * 1e3:.2f} GiB/s" if lk.gib_per_ms else "not measurable (flat)")
-                    + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute, twin gradient sum "
-                    + (f"{tw.latency_ms:.2f} ms + {1 / (tw.gib_per_ms * 1e3):.3f} s per GiB"
-                       if tw.gib_per_ms else f"{tw.latency_ms:.2f} ms")
-                    for p, (lk, d, c, tw) in machine.items()) + ".",
+        "size p (measured with p ranks running, just before that world's stage profile and replays): MACHINE.",
         "",
         "Dual rows (DualPipe) add the twin gradient sum after the schedule (``runtime/post_step.py``): each pair "
         "of twin ranks exchanges and adds the gradients of the two model stages both hold, after the later "
@@ -194,6 +188,7 @@ def run(args: argparse.Namespace) -> str:
     for p in args.worlds:
         rows = []
         jobs = []
+        machine[p] = run_ranks(_machine_rank, p, timeout_s=args.timeout)[0].value
         link, dispatch, contention, twin = machine[p]
         per_op = tuple(t + dispatch for t in overhead)
         splits = [even_split(len(layers), p if placement == "dual" else p * v) for _, v, placement in METHODS]
@@ -245,6 +240,13 @@ def run(args: argparse.Namespace) -> str:
         orders.append(_order_check(p, measured))
         plans.append(_paired(args, cfg, p, found, [r[-1] for r in results]) + _stage_sums(model, stage_costs, sum(overhead), planned,
                                                                            even_split(len(layers), p)))
+    at = next(k for k, line in enumerate(lines) if line.endswith("MACHINE."))
+    lines[at] = lines[at].replace("MACHINE", "; ".join(
+        f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
+        + (f"{lk.gib_per_ms * 1e3:.2f} GiB/s" if lk.gib_per_ms else "not measurable (flat)")
+        + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute, twin gradient sum "
+        + (f"{tw.latency_ms:.2f} ms + {1 / (tw.gib_per_ms * 1e3):.3f} s per GiB" if tw.gib_per_ms else f"{tw.latency_ms:.2f} ms")
+        for p, (lk, d, c, tw) in machine.items()))
     lines += ["", "Layers re-profiled just before a later world size's replays (ms, as above): "] + [
         f"- {x}" for x in reprofiled] if reprofiled else []
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
@@ -363,8 +365,7 @@ def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: Profi
     res = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg), args.microbatches * args.microbatch_size,
                                       args.steps, timeout_s=args.timeout)]
     step = [1e3 * max(r[j]["step_s"] for r in res) for j in range(len(jobs))]
-    gains = [u - q for q, u in zip(step[0::2], step[1::2], strict=True)]
-    gain_m = statistics.median(gains)
+    gain_m = statistics.median(u - q for q, u in zip(step[0::2], step[1::2], strict=True))
     met = "no predicted gain" if gain_p <= 0 else "met" if gain_m >= gain_p / 2 else "missed"
     timed = [sorted((o for o in planned_s.ops if o.device == d), key=lambda o: o.start) for d in range(p)]
     idle = [t[0].start + sum(b.start - a.end for a, b in zip(t, t[1:], strict=False)) for t in timed]
