@@ -15,8 +15,10 @@ heaviest device work over the mean, minus 1; ``vs unif.`` / ``vs AdaPipe`` the p
 ``rc`` stages recomputed (plan, with its recomputed layers in brackets: per-layer recompute / AdaPipe-style,
 whole stages); ``gap`` to the plan's lower bound over all splits;
 ``ok`` the plan's schedule validates and every device's static + activations + transient fits;
-``time s`` with ``*``: the wall-clock net stopped the search before its nominal budget (``Plan.wall_cut``:
-the search is otherwise sized in nominal solver seconds and repeats on any load).
+``time s`` with ``*``: a wall-clock net cut the search (``Plan.wall_cut``: the planner's, before its
+nominal budget ran out, or a solve's own, still cut when run once more or with no room left for that;
+the search is otherwise sized in nominal solver seconds and repeats on any load). The uniform target line names the cases
+where no split can be 5% faster than uniform: the lower bound over all splits is above 95% of it.
 
     python benchmarks/plan.py --time-limit 10     # writes benchmarks/results/plan.md
 """
@@ -122,7 +124,8 @@ def check(result: Plan) -> bool:
 
 
 def run(time_limit: float, only: str | None, command: str) -> str:
-    rows, notes = [], {"best": 0, "unif": [0, 0], "ada": [0, 0], "gap": 0, "ok": 0, "n": 0, "rc": 0, "cut": 0}
+    rows, notes = [], {"best": 0, "unif": [0, 0], "ada": [0, 0], "gap": 0, "ok": 0, "n": 0, "rc": 0, "cut": 0,
+             "beyond": []}
     walls: dict[str, float] = {}
     for case in CASES:
         if only and only not in case.name:
@@ -151,7 +154,10 @@ def run(time_limit: float, only: str | None, command: str) -> str:
         if imbalance > 0.10:
             notes["unif"][1] += 1
             u = steps["uniform"]
-            notes["unif"][0] += u is None or (result.step_time or 0) <= 0.95 * u
+            met = u is None or (result.step_time or 0) <= 0.95 * u
+            notes["unif"][0] += met
+            if not met and result.lower_bound is not None and result.lower_bound > 0.95 * u:
+                notes["beyond"].append(f"{case.name} (uniform {u:.1f}, bound {result.lower_bound:.1f})")
         if case.tight:
             notes["ada"][1] += 1
             a = steps["adapipe"]
@@ -180,12 +186,14 @@ def run(time_limit: float, only: str | None, command: str) -> str:
         "Targets (issue 10):",
         "",
         f"- plan <= the best baseline: {notes['best']}/{n}",
-        f"- >= 5% faster than uniform where uniform is > 10% imbalanced: {notes['unif'][0]}/{notes['unif'][1]}",
+        f"- >= 5% faster than uniform where uniform is > 10% imbalanced: {notes['unif'][0]}/{notes['unif'][1]}"
+        + (f"; unattainable on {len(notes['beyond'])} (the lower bound over all splits is above 95% of the "
+           f"uniform step, so no split is 5% faster): {', '.join(notes['beyond'])}" if notes["beyond"] else ""),
         f"- strictly faster than the AdaPipe-style DP on the tight cases: {notes['ada'][0]}/{notes['ada'][1]}",
         f"- within 2% of the lower bound: {notes['gap']}/{n} (target 6 of 8 at `--time-limit 60`)",
         f"- cases where a plan or the AdaPipe-style DP recomputes: {notes['rc']}/{n}",
         f"- every plan validates and fits memory: {notes['ok']}/{n}",
-        f"- searches the wall-clock net cut short (`*` in `time s`; the plan may then differ on an idle "
+        f"- searches a wall-clock net cut (the planner's, or a solve's own where running it again did not help; `*` in `time s`; the plan may then differ on an idle "
         f"machine): {notes['cut']}/{n}",
         *(f"- {name}: a valid plan in {wall:.1f} s of its {time_limit:g} s limit"
           for name, wall in walls.items() if name.startswith("70B") and "p=16 v=2" in name),

@@ -368,6 +368,17 @@ PLAN_MOVE_S = 3.0
 PLAN_PROVEN_S = 0.2
 #: Local moves solved per round, least split bound first (policy).
 PLAN_MAX_MOVES = 4
+#: Most splits the bound-guided enumeration (:mod:`pipesched.solver.planning.survivors`) lists before it
+#: lowers its target instead; and most stage ends it visits per split allowed (caps, not a clock: the
+#: same model always gets the same splits; policy).
+PLAN_SURVIVORS_MAX = 4000
+PLAN_SURVIVORS_VISITS = 25
+#: Surviving splits (least cheap bound first) whose relaxed Problem's analytic bound is computed to rank
+#: them (about 10-50 ms each at 400-1500 ops) (policy).
+PLAN_SURVIVORS_RANKED = 64
+#: Nominal seconds the search is charged for that enumeration and ranking (0.1-2.4 s of wall on
+#: ``benchmarks/plan.py``'s cases at load 3-8; policy).
+PLAN_SURVIVORS_S = 1.0
 #: Share of ``auto``'s nominal limit the main portfolio gets on the pair-free copy of a problem with
 #: ``costs.overlap_fb`` when the paired CP-SAT model also applies (:mod:`pipesched.solver.portfolio.paired`);
 #: the paired search gets the rest, warm-started from the best schedule so far (policy: half each).

@@ -275,28 +275,35 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
 
 def split_bound(problem: Problem) -> float:
     """A lower bound on one induced problem's optimum, cheap enough to rank and prune candidate splits:
-    the four stage windows of the module docstring with the problem's own stage costs and comm (every
-    lag between devices is exactly ``comm`` there), or for ``stage_span`` the busiest device's work."""
+    the four stage windows of the module docstring with the problem's own stage costs and each
+    boundary's own lag, and each device's earliest stage head plus all its
+    work (with two stages per device the stage windows miss the pairing), or for ``stage_span`` the
+    busiest device's work."""
     inst = Instance.from_problem(problem)
-    S, m, c = inst.num_stages, inst.microbatches, inst.comm
+    S, m = inst.num_stages, inst.microbatches
     if problem.objective == "stage_span":
         return max(inst.device_work())
     f, b = inst.duration["F"], inst.duration["B"]
     w = inst.duration.get("W", (0.0,) * S)
-    x = [0]
+    lag = [0.0]  # lags before stage s, each boundary its own (``inst.comm`` is only their largest)
     for s in range(1, S):
-        x.append(x[-1] + (inst.device_of_stage[s - 1] != inst.device_of_stage[s]))
-    total_x, f_all, b_all = x[-1], math.fsum(f), math.fsum(b)
-    best = f_all + b_all + w[0] + 2 * total_x * c
+        lag.append(lag[-1] + inst.link(s - 1, s))
+    total, f_all, b_all = lag[-1], math.fsum(f), math.fsum(b)
+    best = f_all + b_all + w[0] + 2 * total
     f_before = b_before = 0.0
+    heads = []
     for s in range(S):
-        r = f_before + x[s] * c
+        r = f_before + lag[s]
+        heads.append(r)
         f_after, b_after = f_all - f_before - f[s], b_all - b_before - b[s]
         best = max(best,
                    r + m * (f[s] + b[s] + w[s]),
-                   r + m * (f[s] + b[s]) + b_before + x[s] * c + w[0],
-                   f_all + total_x * c + b_after + (total_x - x[s]) * c + m * (b[s] + w[s]),
-                   r + m * f[s] + f_after + (total_x - x[s]) * c + b_all + total_x * c + w[0])
+                   r + m * (f[s] + b[s]) + b_before + lag[s] + w[0],
+                   f_all + total + b_after + (total - lag[s]) + m * (b[s] + w[s]),
+                   r + m * f[s] + f_after + (total - lag[s]) + b_all + total + w[0])
         f_before += f[s]
         b_before += b[s]
+    for stages in inst.stages_of_device:  # the device is busy for all its work after its first head
+        if stages:
+            best = max(best, min(heads[s] for s in stages) + m * math.fsum(f[s] + b[s] + w[s] for s in stages))
     return best

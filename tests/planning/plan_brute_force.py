@@ -12,10 +12,12 @@ from pipesched.solver.planning.induce import InfeasibleSplit, Split, induce
 from pipesched.solver.planning.sums import recompute_order
 
 
-def head_heavy_model(rng: random.Random, n: int) -> Model:
-    """Blocks that may recompute (their activations shrink, B re-runs F) and a heavy last layer."""
+def head_heavy_model(rng: random.Random, n: int, varied_outputs: bool = False) -> Model:
+    """Blocks that may recompute (their activations shrink, B re-runs F) and a heavy last layer;
+    ``varied_outputs``: each block sends its own size (boundaries then lag differently)."""
     layers = [{"name": f"b{k}", "forward": 1, "backward_input": 1, "backward_weight": rng.choice([0, 1]),
-               "memory": {"forward": 2, "backward_input": -1, "backward_weight": -1}, "static": 1, "output": 1.0,
+               "memory": {"forward": 2, "backward_input": -1, "backward_weight": -1}, "static": 1,
+               "output": rng.choice([0.5, 1.0, 4.0]) if varied_outputs else 1.0,
                "recompute": {"memory": {"forward": 0.5, "backward_input": 0.5, "backward_weight": -1}}}
               for k in range(n - 1)]
     layers.append({"name": "head", "forward": 3, "backward_input": 3, "backward_weight": 2,
@@ -30,24 +32,33 @@ def recompute_choices(layers: list, bounds: list[int]) -> list[Split]:
     return [Split.of(bounds, [c > 0 for c in counts], list(counts)) for counts in itertools.product(*ranges)]
 
 
-def best_over_splits_and_recompute(model: Model, cluster: Cluster, m: int) -> float:
-    """min over every split and every per-layer recompute choice that fits memory of the optimum, or
-    where CP-SAT does not prove it, of the bound it proves (below the optimum: a stricter test)."""
-    layers, best, seen = model.expanded(), float("inf"), set()
+def best_per_split(model: Model, cluster: Cluster, m: int) -> dict[tuple[int, ...], float]:
+    """For every split (its bounds), the least over every per-layer recompute choice that fits memory
+    of the optimum, or where CP-SAT does not prove it, of the bound it proves (below the optimum: a
+    stricter test); inf when no choice fits."""
+    layers, out, known = model.expanded(), {}, {}
     for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
-        for split in recompute_choices(layers, [0, *cuts, len(layers)]):
-            rc = split.partial
+        bounds = (0, *cuts, len(layers))
+        out[bounds] = float("inf")
+        for split in recompute_choices(layers, list(bounds)):
             try:
                 problem = induce(layers, cluster, split, m)
             except InfeasibleSplit:
                 continue
-            if problem_key(problem) in seen:
-                continue
-            seen.add(problem_key(problem))
-            schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=20))
-            if schedule.status == "infeasible":
-                continue
-            proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
-            assert proven is not None, (cuts, rc, schedule.status)
-            best = min(best, proven)
-    return best
+            key = problem_key(problem)
+            if key not in known:
+                schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=20))
+                if schedule.status == "infeasible":
+                    known[key] = float("inf")
+                else:
+                    proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
+                    assert proven is not None, (cuts, split.partial, schedule.status)
+                    known[key] = proven
+            out[bounds] = min(out[bounds], known[key])
+    return out
+
+
+def best_over_splits_and_recompute(model: Model, cluster: Cluster, m: int) -> float:
+    """min over every split and every per-layer recompute choice that fits memory of the optimum (or
+    the bound CP-SAT proves where it does not prove one)."""
+    return min(best_per_split(model, cluster, m).values())
