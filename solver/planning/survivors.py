@@ -170,18 +170,16 @@ def surviving(layers: list[ExpandedLayer], cluster: Cluster, m: int, target: flo
 
 def ranked(layers: list[ExpandedLayer], cluster: Cluster, m: int, target: float, floor: float) -> list[Bounds]:
     """The splits that may beat ``target``, least :func:`split_floor` first: the surviving splits under
-    ``target`` (when too many, under the largest of a few targets bisected between ``floor`` and it
-    that enumerates), the :data:`PLAN_SURVIVORS_RANKED` of least cheap bound ranked by their floor."""
+    ``target`` (when too many, under the largest of the targets ``floor + (target - floor) / 2^k``,
+    ``k`` = 6 .. 1, that still enumerates), the :data:`PLAN_SURVIVORS_RANKED` of least cheap bound
+    ranked by their floor."""
     cheap = _cheap(layers, cluster, m)
     found = surviving(layers, cluster, m, target, cheap=cheap)
-    lo, hi = floor, target
-    for _ in range(3 if found is None else 0):
-        mid = (lo + hi) / 2
-        trial = surviving(layers, cluster, m, mid, cheap=cheap)
+    for k in range(6 if found is None else 0, 0, -1):  # from just above the floor upwards
+        trial = surviving(layers, cluster, m, floor + (target - floor) / 2 ** k, cheap=cheap)
         if trial is None:
-            hi = mid
-        else:
-            found, lo = trial, mid
+            break
+        found = trial
     if not found:
         return []
     best = sorted(found)[:PLAN_SURVIVORS_RANKED]
