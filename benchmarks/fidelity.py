@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> str:
         "",
         *(["**A `--quick` smoke run: it shows the loop works end to end; the targets apply to the default "
            "configuration on an idle machine.**", ""] if args.quick else []),
-        "Profiled at the start (ms per microbatch, the fixed per-op cost taken out; later world sizes "
-        "re-profile, below the table): " + _layer_text(model)
+        "Profiled at the start (ms per microbatch, the fixed per-op cost taken out; each world size "
+        "re-profiles just before its solves and replays and uses that, below the table): " + _layer_text(model)
         + f". Fixed cost inside each op F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. Per world "
         "size p (measured with p ranks running, just before that world's stage profile and replays): MACHINE.",
         "",
@@ -198,10 +198,10 @@ def run(args: argparse.Namespace) -> str:
                                time_limit_s=args.split_time_limit, rounds=args.repeats,
                                extra_segments=[seg for sp in splits for seg in sp],
                                score=shared_cores_score(contention) if p > (os.cpu_count() or 1) else None)
-        if p != args.worlds[0]:  # layers again, just before this world's replays: the machine's speed drifts
-            model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
-                                   repeats=args.repeats, warmup=2)
-            reprofiled.append(f"p = {p}: " + _layer_text(model))
+        # layers again, just before this world's solves and replays: the machine's speed drifts
+        model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
+                               repeats=args.repeats, warmup=2)
+        reprofiled.append(f"p = {p}: " + _layer_text(model))
         for (method, v, placement), split in zip(METHODS, splits, strict=True):
             problem = induced_problem(model, split, p, v, placement, args.microbatches, per_op, link, contention)
             schedule = solve(problem, method, SolveOptions(time_limit_s=args.time_limit))
@@ -247,8 +247,8 @@ def run(args: argparse.Namespace) -> str:
         + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute, twin gradient sum "
         + (f"{tw.latency_ms:.2f} ms + {1 / (tw.gib_per_ms * 1e3):.3f} s per GiB" if tw.gib_per_ms else f"{tw.latency_ms:.2f} ms")
         for p, (lk, d, c, tw) in machine.items()))
-    lines += ["", "Layers re-profiled just before a later world size's replays (ms, as above): "] + [
-        f"- {x}" for x in reprofiled] if reprofiled else []
+    lines += ["", "Layers re-profiled just before each world size's solves and replays (ms, as above):", ""]
+    lines += [f"- {x}" for x in reprofiled]
     lines += ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
     lines += _depth_table(layers, x, args.depth_rounds)
