@@ -29,8 +29,9 @@ def register(sub: Any) -> None:
     worker.add_argument("--heartbeat-timeout", type=float, default=10.0,
                         help="seconds without a heartbeat before another worker takes a job over (default 10)")
     worker.add_argument("--nice", default="idle",
-                        help="OS priority of the solve processes: 'idle' (Linux SCHED_IDLE: cycles nothing else "
-                        "wants, the default: a replica on the same host is served first) or 0-19 (nice); the "
+                        help="OS priority of the solve processes: 'idle' (an idle CPU cgroup where cgroups are "
+                        "writable, else Linux SCHED_IDLE: cycles nothing else wants, the default: a replica on the "
+                        "same host is served first) or 0-19 (nice); the "
                         "worker's own loop stays at normal priority (default idle)")
     worker.add_argument("--retention", type=float, default=None,
                         help="seconds finished job records are kept for GET /v1/jobs/{id}, at least 60 "

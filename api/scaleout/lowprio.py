@@ -1,10 +1,11 @@
 """A solve at a lower OS priority (``pipesched worker --nice N|idle``): the body of the solve process.
 
 On a host that also runs an API replica (or anything a person waits on), solves are the work that
-can wait. ``--nice idle`` (the default) puts the solve in Linux's ``SCHED_IDLE`` class and its
-session's group at nice 19: it runs on cores nothing else wants, and a woken replica preempts it
-(the best latency for the replica, measured: benchmarks/results/scale_out.md), at the price of
-little progress on a host busy with other work; a worker on a host of its own loses nothing.
+can wait. ``--nice idle`` (the default) puts the solve in an idle CPU cgroup where the cgroup file system
+allows it (:mod:`.idle_cgroup`), else in Linux's ``SCHED_IDLE`` class with its session's group at
+nice 19: it runs on cores nothing else wants, and a woken replica preempts it (the best latency
+for the replica, measured: benchmarks/results/scale_out.md), at the price of little progress on a
+host busy with other work; a worker on a host of its own loses nothing.
 ``--nice 10`` gives a solve about a tenth of a core's share against a normal-priority process that
 wants the core (Linux weights 110 vs 1024) while it still uses every idle cycle. Only the solve
 process is lowered; the worker's own loop (claims, heartbeats) keeps normal priority, so a busy
@@ -23,6 +24,7 @@ import platform
 from multiprocessing.connection import Connection
 
 from ..solving import worker
+from .idle_cgroup import join_idle_cgroup
 
 #: ``--nice`` value for the ``SCHED_IDLE`` scheduling class.
 IDLE = "idle"
@@ -53,20 +55,28 @@ def parse_nice(text: str) -> int | str:
     return value
 
 
-def lower_priority(nice: int | str) -> None:
-    """Lower this process's priority as ``--nice`` asks (Linux; elsewhere ``idle`` falls back to nice 19)."""
+def lower_priority(nice: int | str) -> str:
+    """Lower this process's priority as ``--nice`` asks; returns how (for logs and tests).
+
+    ``idle``: an idle cgroup when the cgroup file system allows it (:mod:`.idle_cgroup`: a woken
+    replica preempts the solve at once, whatever its group), else ``SCHED_IDLE`` in an autogroup of
+    its own at nice 19 (a woken replica in another group may wait for the next tick); elsewhere
+    than Linux, nice 19."""
     if nice in (0, "0"):
-        return
-    _own_autogroup(19 if nice == IDLE else int(nice))
-    if nice == IDLE:
-        if hasattr(os, "SCHED_IDLE"):
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            long_slice(os.SCHED_IDLE)
-            return
-        nice = 19
-    if isinstance(nice, int) and nice > 0:
-        os.nice(nice)
+        return "not lowered"
+    if nice == IDLE and hasattr(os, "SCHED_IDLE"):
+        group = join_idle_cgroup()
+        how = f"idle cgroup {group}" if group is not None else "SCHED_IDLE in an autogroup at nice 19"
+        if group is None:
+            _own_autogroup(19)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        long_slice(os.SCHED_IDLE)
+        return how
+    value = 19 if nice == IDLE else int(nice)
+    _own_autogroup(value)
+    os.nice(value)
     long_slice(getattr(os, "SCHED_OTHER", 0))
+    return f"nice {value}"
 
 
 def run_solve_niced(conn: Connection, nice: int | str, problem_json: str, method: str, time_limit_s: float,
