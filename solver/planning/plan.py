@@ -75,6 +75,9 @@ class Plan(BaseModel):
     candidates: int = Field(0, description="Distinct splits scheduled.")
     wall_cut: bool = Field(False, description="The wall-clock net stopped the search before its nominal "
                            "budget ran out (a machine much slower than assumed): the plan may differ on an idle one.")
+    solves_cut: int = Field(0, description="Solves whose method's own wall-clock net cut a phase, also when "
+                            "run once more (or with no room left for that): their answers, and so the plan, "
+                            "may differ on an idle machine.")
     solve_time_s: float = 0.0
 
     @property

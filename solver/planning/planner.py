@@ -34,7 +34,7 @@ solver limits, :mod:`pipesched.solver.budget`), charged per solve, never the clo
 give the same plan on any load (``auto`` itself is deterministic below its wall net). The wall clock is
 a net: past ``PLAN_SAFETY * time_limit_s`` no optional solve starts and ``Plan.wall_cut`` says so. A
 solve whose method's own wall net cut a phase (``auto`` on a loaded machine) is run once more when the
-net leaves room (charged once); if it is cut again, or there is no room, ``Plan.wall_cut`` says so too.
+net leaves room (charged once); if it is cut again, or there is no room, ``Plan.solves_cut`` counts it.
 
 ``lower_bound`` (:mod:`.bound`) holds for every split, so ``status`` is ``optimal`` only when the plan
 meets it.
@@ -133,6 +133,7 @@ class _Search:
         self.spent = 0.0  # nominal seconds charged so far
         self.deadline = time.perf_counter() + wall  # the wall-clock net only
         self.wall_cut = False  # the net stopped the search before its nominal budget ran out
+        self.solves_cut = 0  # solves a method's own wall net cut (after one more run where there was room)
         self._unestimated: list[Split] | None = None
         self._guided: list[Split] | None = None
 
@@ -183,7 +184,7 @@ class _Search:
                 # the answer the nominal budget gives on a machine that keeps up
                 again, cut = _solve_noting_cuts(c.problem, self.method, options)
                 found = again if again.ops or not found.ops else found
-            self.wall_cut = self.wall_cut or cut
+            self.solves_cut += cut
         except NotApplicableError as e:
             c.reason, c.not_applicable = str(e), True
             self.spent += PLAN_PROVEN_S
@@ -382,5 +383,5 @@ def plan(model: Model, cluster: Cluster, method: str = "auto", time_limit_s: flo
                 lower_bound_derivation=bound.derivation,
                 peak_memory=_peak_memory(layers, cluster, best.split, best.schedule), baselines=baselines,
                 exports=exports, candidates=sum(len(r[1].seen) for r in results),
-                wall_cut=any(r[1].wall_cut for r in results),
+                wall_cut=any(r[1].wall_cut for r in results), solves_cut=sum(r[1].solves_cut for r in results),
                 solve_time_s=round(time.perf_counter() - t0, 6))

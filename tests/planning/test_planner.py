@@ -111,5 +111,7 @@ def test_the_plan_does_not_depend_on_the_clock(monkeypatch: pytest.MonkeyPatch) 
     if fast.wall_cut:  # the net, not the search, ended it: a machine over twice as slow as at load 4
         assert fast.candidates <= real.candidates
         return
+    if real.solves_cut or fast.solves_cut:  # auto's own net cut a solve twice: its answer was the load's
+        return
     assert fast.stages == real.stages and fast.step_time == real.step_time
     assert fast.candidates == real.candidates
