@@ -9,7 +9,8 @@ Each question is answered by runs side by side on this machine:
 2. p99 latency of cache hits on replica B while replica A's two workers saturate both cores with
    CP-SAT solves, against the same with the workers paused (SIGSTOP), the two interleaved in 20
    rounds so both see the same background load (target: within 20%); with the solves at
-   ``--nice idle`` (SCHED_IDLE, the default), ``--nice 10`` and ``--nice 0`` (no lowering);
+   ``--nice idle`` (the default: an idle CPU cgroup where cgroups are writable, else SCHED_IDLE; the
+   table names the CPU cgroups of the workers' child processes), ``--nice 10`` and ``--nice 0`` (no lowering);
 3. wake-ups: POST -> answer of a tiny miss (1f1b, p = 2; ``--nice 0``) sent to an idle worker, and
    its phases: enqueue, claim (pgqueuer's log: ``queued``, ``picked``), solve and store (the job
    table's ``finished_at``), the replica's answer;
@@ -120,7 +121,21 @@ def p99(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=100)[98]
 
 
-def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple[list[float], list[float]]:
+def solve_placement(workers: list[Proc]) -> str:
+    """Where the workers' solve processes run: their CPU cgroups (``/proc/PID/cgroup``), so a reading
+    says whether ``--nice idle`` found a writable cgroup (api/scaleout/idle_cgroup.py) or fell back."""
+    groups = set()
+    for w in workers:
+        for pid in descendants(w.proc.pid):
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+                    _, controllers, path = line.split(":", 2)
+                    if "cpu" in controllers.split(","):
+                        groups.add(path)
+    return ", ".join(sorted(groups)) or "?"
+
+
+def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple[list[float], list[float], str]:
     """Cache hits on B: (workers paused, workers solving), interleaved in ``rounds`` so that both
     samples see the same background load. A's two workers run CP-SAT (solves at ``--nice``) for the
     whole reading; between chunks their process groups are paused (SIGSTOP) and resumed."""
@@ -138,6 +153,7 @@ def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple
                 while c.execute("SELECT count(*) FROM jobs WHERE state = 'running'").fetchone()[0] < 2:
                     time.sleep(0.05)
             time.sleep(1.0)  # past the solves' start-up
+            placement = solve_placement(workers)
             idle: list[float] = []
             loaded: list[float] = []
             chunk = max(1, hits // rounds)
@@ -148,7 +164,7 @@ def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple
                 signal_workers(workers, signal.SIGCONT)
                 time.sleep(0.05)
                 loaded += hit_latencies(b, body, chunk)
-            return idle, loaded
+            return idle, loaded, placement
         finally:
             signal_workers(workers, signal.SIGCONT)
             for proc in [a, b, *workers]:
@@ -156,7 +172,7 @@ def hits_under_load(hits: int, nice: str, logs: Path, rounds: int = 20) -> tuple
 
 
 def signal_workers(workers: list[Proc], sig: signal.Signals) -> None:
-    """The workers and every process below them (solves run in sessions of their own: lowprio)."""
+    """The workers and every process below them (a solve may run in a session of its own: lowprio)."""
     for w in workers:
         for pid in [w.proc.pid, *descendants(w.proc.pid)]:
             with contextlib.suppress(ProcessLookupError):
@@ -280,8 +296,8 @@ def main(argv: list[str] | None = None) -> None:
             one, two = throughput(1, solves, tmp), throughput(2, solves, tmp)
             rows.append(("solves/s, 2 workers vs 1", f"{two:.2f} vs {one:.2f}", f"**{two / one:.2f}x**", ">= 1.7x"))
         for nice, target in (("idle", "<= 1.20x"), ("10", ""), ("0", "")) if "hits" in parts else ():
-            idle, loaded = hits_under_load(hits, nice, tmp)
-            label = f"--nice {nice}" + (" (default)" if nice == "idle" else "")
+            idle, loaded, placement = hits_under_load(hits, nice, tmp)
+            label = f"--nice {nice}" + (" (default)" if nice == "idle" else "") + f"; the workers' child processes in CPU cgroups {placement}"
             rows.append((f"cache-hit p99 on B, A's workers saturated ({label}) vs idle (ms)",
                          f"{ms(p99(loaded))} vs {ms(p99(idle))}", f"**{p99(loaded) / p99(idle):.2f}x**", target))
             rows.append((f"cache-hit median on B, the same ({label}) (ms)",
