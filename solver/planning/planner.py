@@ -24,7 +24,8 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    balanced, device-balanced and window splits without recompute (:meth:`_Search.unestimated`: the
    rules' memory estimate may overstate what a split needs). Every round also offers the
    **bound-guided splits** (:mod:`.survivors`): the splits whose cheap bounds stay under the rules'
-   best step, least relaxed-Problem bound first (splits no rule and no walk reaches).
+   best step, least relaxed-Problem bound first (splits no rule and no walk reaches): half of the first
+   round, then one a round beside the moves, all of a round once no move is left.
 3. **Polish**: the best split again with half the time left, its schedule as the hint (unless proven).
 4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
@@ -136,6 +137,7 @@ class _Search:
         self.solves_cut = 0  # solves a method's own wall net cut (after one more run where there was room)
         self._unestimated: list[Split] | None = None
         self._guided: list[Split] | None = None
+        self._guided_round = True  # the first round of moves is the bound-guided splits'
 
     def left(self) -> float:
         """Nominal seconds left (deterministic: the same model and limit always see the same values)."""
@@ -247,8 +249,14 @@ class _Search:
             out += count_moves(self.ctx, best.split, set())
         if wide:  # stuck: farther splits too
             out += self.unestimated()
-        out += self.guided(best.step)
         return [x for x in dict.fromkeys(out) if x not in self.seen]
+
+    def promising(self, splits: list[Split], step: float) -> list[Candidate]:
+        """The splits not solved yet whose bound is below ``step`` (the others cannot win), least bound
+        first: the cheap bound for all, the analytic one for the :data:`PLAN_MAX_MOVES` x 3 least."""
+        cheap = sorted((c for c in map(self.prepare, dict.fromkeys(x for x in splits if x not in self.seen))
+                        if c.bound < step * (1 - 1e-9)), key=lambda c: c.bound)[:3 * PLAN_MAX_MOVES]
+        return sorted((c for c in map(self.strengthen, cheap) if c.bound < step * (1 - 1e-9)), key=lambda c: c.bound)
 
     def guided(self, target: float) -> list[Split]:
         """The bound-guided splits (:func:`.survivors.ranked`) under the first ``target`` asked (the
@@ -289,10 +297,14 @@ class _Search:
         best = min(self.seen.values(), key=lambda c: c.step, default=None)
         wide = False  # a round that does not improve moves on to the next moves, then to every device's
         while best is not None and self.floor * (1 + 1e-9) < best.step < math.inf and self.going():
-            cheap = sorted((c for c in map(self.prepare, self.neighbours(best, wide)) if c.bound < best.step * (1 - 1e-9)),
-                           key=lambda c: c.bound)[:3 * PLAN_MAX_MOVES]
-            moves = sorted((c for c in map(self.strengthen, cheap) if c.bound < best.step * (1 - 1e-9)),
-                           key=lambda c: c.bound)[:PLAN_MAX_MOVES]
+            local = self.promising(self.neighbours(best, wide), best.step)
+            guided = self.promising(self.guided(best.step), best.step)
+            # bound-guided splits: half of the first round after the rules, then one a round beside the
+            # local moves (they must not starve the walk), all of a round when no move is left
+            first = self._guided_round
+            self._guided_round = False
+            pool = guided[:PLAN_MAX_MOVES // 2 if first else 1] + local if local else guided
+            moves = list({c.split: c for c in pool}.values())[:PLAN_MAX_MOVES]
             if not moves:
                 if wide:
                     break
