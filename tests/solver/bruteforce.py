@@ -216,9 +216,17 @@ def _upper_bound(problem: Problem) -> float:
     return best
 
 
+#: Optima computed in this session, by the problem's JSON: several test files brute-force the same
+#: problems (test_cpsat_cut_proofs.py the cases of test_bounds_shapes.py), each computed once.
+_optima: dict[str, float | None] = {}
+
+
 def optimum(problem: Problem) -> float | None:
     """The least objective value over all schedules of ``problem``; None when none exists."""
-    search = _Search(Instance.from_problem(problem))
-    search.best = _upper_bound(problem) * (1 + 1e-7) + 1e-7  # prune with a known schedule; still exact
-    search.dfs()
-    return None if math.isinf(search.best) else search.best
+    key = problem.model_dump_json()
+    if key not in _optima:
+        search = _Search(Instance.from_problem(problem))
+        search.best = _upper_bound(problem) * (1 + 1e-7) + 1e-7  # prune with a known schedule; still exact
+        search.dfs()
+        _optima[key] = None if math.isinf(search.best) else search.best
+    return _optima[key]
