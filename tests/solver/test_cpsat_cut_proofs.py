@@ -62,7 +62,11 @@ def test_optimal_at_the_cut_auto_passes_is_the_brute_forced_optimum(name: str) -
     best = optimum(problem)
     assert best is not None
     incumbent = Incumbent.of(inst, solve(problem, "greedy").order())
-    for cut in (combinatorial_bound(inst), relaxation_bound(inst, 3.0, upper=incumbent.objective, dtime=1.0)):
+    # 1 s for the relaxation: on these ten cases it ends at the same value at 0.25, 0.5, 1 and 3 s
+    # (closed at once, or stuck at the closed-form bound on the stage-span V and loop cases, whose
+    # cumulative model barely moves CP-SAT's clock); its soundness at 3 s is test_bounds_shapes.py's.
+    # Equal cuts are one run: the same cut would only repeat the same search (5 s when it cannot close).
+    for cut in sorted({combinatorial_bound(inst), relaxation_bound(inst, 1.0, upper=incumbent.objective, dtime=1.0)}):
         assert cut <= best + slack(best)  # the bound is valid here (brute force), so a proof at it may stand
         res = solve_model(inst, incumbent, 5.0, 1, known_bound=cut, dtime=1.0)
         assert res.incumbent.objective >= best - slack(best)
