@@ -14,7 +14,10 @@ left room for one recipe, so ``greedy`` and ``zb-v`` never ran and ``auto`` retu
   :attr:`Candidates.spent`, so the later phases plan with what is really left); otherwise (very
   large problems or tiny limits) the cheapest run first while they fit the share the grid left,
   with the clock as the safety net (``stop``) once some order was found.
-Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
+The interleaved memory greedy (:mod:`pipesched.solver.heuristics.interleaved_memory`, loop placement,
+v >= 2: orders that beat torch's InterleavedZeroBubble under its own peak as the cap, issue 12 target 3)
+runs after the recipes when its estimated cost still fits ``HEURISTIC_SHARE``, so no later phase
+loses time to it. Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..budget import (
     FIXED_RECIPE_S_PER_OP,
     FULL_MODEL_OPS,
     HEURISTIC_SHARE,
+    INTERLEAVED_MEMORY_S_PER_OP,
     RECIPE_S_PER_OP,
     RETIMED_ORDERS,
     grid_seconds,
@@ -37,6 +41,9 @@ from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.tolerance import slack
+from ..heuristics.interleaved_memory import POLICIES as IL_POLICIES
+from ..heuristics.interleaved_memory import applies as il_applies
+from ..heuristics.interleaved_memory import interleaved_candidates
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
 from ..timing.retime import Incumbent
 
@@ -122,6 +129,14 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
                 continue
             spent += cost
             out = _best(out + _run(problem, inst, options, [name]))
+    il_cost = INTERLEAVED_MEMORY_S_PER_OP * inst.num_ops * len(IL_POLICIES)
+    if il_applies(inst) and spent + il_cost <= HEURISTIC_SHARE * limit:  # within the share: later phases keep theirs
+        if time.perf_counter() + il_cost > stop:
+            note_wall_cut("interleaved memory greedy")
+        else:
+            spent += il_cost
+            found = interleaved_candidates(inst, keep=RETIMED_ORDERS)
+            out = _best(out + [(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])
     if (h := hint_start(inst, options.hint)) is not None:
         out = _best([*out, ("hint", h)])
     return Candidates(out, max(spent, HEURISTIC_SHARE * limit))
