@@ -15,7 +15,9 @@ microbatches in index order. At a decision:
    with ``hold``, a W first when more than ``hold`` Ws wait (``0``: W right after its B);
 2. a ready F that memory allows, by ``forward``: ``deep`` the deepest chunk first (a microbatch
    under way before a new one), ``shallow`` the first chunk first (IZB's warm-up order),
-   ``switch`` shallow until the device's first B, deep after it. A new microbatch (a first-chunk
+   ``switch`` shallow until the device's first B, deep after it; ``seq`` only the device's next
+   forward of :func:`forward_sequence` (with ``alternate``, F after B and B after F when both can
+   run, as in 1F1B's steady state). A new microbatch (a first-chunk
    forward) is admitted only while fewer than ``warm[d] + extra`` forwards are outstanding on ``d``
    (``warm`` = IZB's warm-up count ``(v - 1) q + p - 1 - d``, ``q`` the microbatches per round);
 3. a W when memory stops a ready forward, or when the device would idle (``fits``: only when it
@@ -27,6 +29,11 @@ a policy that still gets stuck (the in-flight count) raises :class:`DeadlockErro
 :func:`interleaved_candidates` runs the grid :data:`POLICIES`, times each order (:func:`compact`)
 and keeps the best; ``auto`` takes them as candidates (:mod:`pipesched.solver.portfolio.candidates`),
 and every answer goes through the validator in ``finalize``.
+
+Measured (load 5-7): on the p = 2, m = 4 shrunk case (1.5B, cap = IZB peak) the best order is 196.55
+against IZB's 200.55 and the ILP's 195.41; on the anchors' 1.5B loop v2 p8 m16 case the ``deep``
+policy gives 853.51 against IZB's 854.03, far from the 828.41 target 3 needs: there most of device
+0's idle is the warm-up wait for its first B, which a cap of 16 activations cannot fill.
 """
 
 from __future__ import annotations
