@@ -33,7 +33,8 @@ and every answer goes through the validator in ``finalize``.
 Measured (load 5-7): on the p = 2, m = 4 shrunk case (1.5B, cap = IZB peak) the best order is 196.55
 against IZB's 200.55 and the ILP's 195.41; on the anchors' 1.5B loop v2 p8 m16 case the ``deep``
 policy gives 853.51 against IZB's 854.03, far from the 828.41 target 3 needs: there most of device
-0's idle is the warm-up wait for its first B, which a cap of 16 activations cannot fill.
+0's idle in IZB's order (75 of 121) is the warm-up wait for its first B, which the cap (16
+activations) cannot fill; 828.41 needs about 26 of the other 46 gone.
 """
 
 from __future__ import annotations
