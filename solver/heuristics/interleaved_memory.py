@@ -15,7 +15,8 @@ microbatches in index order. At a decision:
    with ``hold``, a W first when more than ``hold`` Ws wait (``0``: W right after its B);
 2. a ready F that memory allows, by ``forward``: ``deep`` the deepest chunk first (a microbatch
    under way before a new one), ``shallow`` the first chunk first (IZB's warm-up order),
-   ``switch`` shallow until the device's first B, deep after it; ``seq`` only the device's next
+   ``switch`` shallow until the device's first B, deep after it; ``warm-deep`` IZB's warm-up
+   forwards in order, deep after them; ``seq`` only the device's next
    forward of :func:`forward_sequence` (with ``alternate``, F after B and B after F when both can
    run, as in 1F1B's steady state). A new microbatch (a first-chunk
    forward) is admitted only while fewer than ``warm[d] + extra`` forwards are outstanding on ``d``
@@ -113,6 +114,9 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
     order: Order = [[] for _ in range(p)]
     stages = inst.stages_of_device
     seqs = [forward_sequence(inst, d, policy.lag) for d in range(p)] if policy.lag is not None else None
+    follow = [len(x) for x in seqs] if seqs is not None else [0] * p  # forwards that follow the sequence
+    if seqs is not None and policy.forward == "warm-deep":  # IZB's warm-up, then the deepest ready forward
+        follow = [min(len(x), w) for x, w in zip(seqs, _warm(inst), strict=True)]
     at_f = [0] * p
     last = ["B"] * p
 
@@ -152,7 +156,7 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
                     continue
                 i = (nf if kind == "F" else nb)[s]
                 op = OpId(kind, s, i)  # type: ignore[arg-type]
-                if kind == "F" and seqs is not None and (at_f[d] >= len(seqs[d]) or seqs[d][at_f[d]] != (s, i)):
+                if kind == "F" and seqs is not None and at_f[d] < follow[d] and seqs[d][at_f[d]] != (s, i):
                     continue  # not the device's next forward
                 if kind == "F" and s < p and out[d] >= warm[d]:
                     continue  # a new microbatch waits for one in flight here to go back
@@ -171,7 +175,7 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
         if bs:
             return now, min(bs, key=lambda o: (o.microbatch, -o.stage))
         if fs:
-            deep = policy.forward == "deep" or (policy.forward == "switch" and started[d])
+            deep = policy.forward in ("deep", "warm-deep") or (policy.forward == "switch" and started[d])
             return now, min(fs, key=lambda o: (-o.stage, o.microbatch) if deep else (o.stage, o.microbatch))
         nxt = min(later, default=math.inf)
         if ws and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[0].stage] - _EPS):
@@ -237,11 +241,18 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
 
 #: The grid. The first eight follow :func:`forward_sequence` (lag 1: the p = 2 ILP optimum's forward
 #: order; lag 2: one round later), F and B alternating as in 1F1B, with either W rule and the IZB
-#: warm-up or one more admission; the last two choose each forward freely, deepest chunk first.
+#: warm-up or one more admission; the next eight keep IZB's warm-up, then run the deepest ready
+#: forward (the p = 2 optimum's first difference, decided op by op); the last two choose each
+#: forward freely, deepest chunk first.
 #: Chosen from the p = 2, m = 4 shrunk case's optimum, not tuned on the anchors' reported cases.
 POLICIES = tuple(
     ILPolicy("seq", w, None, extra, lag, True)
     for lag in (1, 2)
+    for w in ("fits", "eager")
+    for extra in (0, 1)
+) + tuple(
+    ILPolicy("warm-deep", w, None, extra, 1, alternate)
+    for alternate in (True, False)
     for w in ("fits", "eager")
     for extra in (0, 1)
 ) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1))
