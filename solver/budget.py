@@ -319,10 +319,10 @@ def records_wall_cuts(fn: _F) -> _F:
 #: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
 #: rounded up for a busier machine (the greedy scheduler measured 1.1e-4 to 1.7e-4: ``RECIPE_S_PER_OP``).
 FIXED_RECIPE_S_PER_OP = 6e-5
-#: Wall seconds per op and policy of the interleaved memory greedy's grid
-#: (:mod:`pipesched.solver.heuristics.interleaved_memory`; measured 7e-5 to 1.7e-4 at 768-1536 ops
-#: under load 4-6, rounded up).
-INTERLEAVED_MEMORY_S_PER_OP = 2e-4
+#: Wall seconds per op and policy of the interleaved memory greedy's grid, its timing included
+#: (:mod:`pipesched.solver.heuristics.interleaved_memory`; measured 1.1e-5 to 4.6e-5 at 192-1536 ops
+#: with the load average at 4.7, rounded up).
+INTERLEAVED_MEMORY_S_PER_OP = 6e-5
 #: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
 ILP_FIRST_OPS = 48
 #: Share of the nominal seconds left after the heuristics that this ILP may use (policy: the slowest
