@@ -6,6 +6,7 @@ is still running and reports it, so a broken schedule or a dead peer can never h
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import pickle
 import queue
@@ -53,6 +54,12 @@ def _entry(fn: Callable[..., Any], rank: int, world: int, port: int, backend: st
         result = RankResult(rank, False, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
     out.put(result)  # before tearing down: after a failure, teardown can wait on a dead peer
     if dist.is_initialized():
+        # Every rank meets here before any tears its group down: a rank whose function returned at
+        # once could otherwise close its sockets while a peer is still connecting the full mesh (a
+        # "Connection closed by peer" in that peer). A dead or stuck peer makes this fail or wait;
+        # the parent has every result by now and kills what is left after a short grace.
+        with contextlib.suppress(Exception):
+            dist.barrier()
         dist.destroy_process_group()
 
 
