@@ -106,6 +106,7 @@ SNAPSHOTS: dict[str, str] = {
     "scale_out_b4f06b7.md": "the scale-out run at commit b4f06b7, before --nice idle, the long slice and Ray chunks",
     "scale_out_hits_0be1339.md": "the cache-hit run at commit 0be1339 under load (3.4-5.2), quoted beside the idle ones",
     "fidelity_740e914.md": "the fidelity run at commit 740e914 (load 1.8-4.0) that the DualPipe diagnosis quotes",
+    "fidelity_7d38bc9.md": "the fidelity run at commit 7d38bc9 under load (8.5-8.7) whose contention calibration caught a burst",
     "scale_out_hits_eedf5ab.md": "the idle-machine cache-hit run at commit eedf5ab, before the idle cgroup (the tail it fixed)",
 }
 
