@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from pipesched import __version__
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.io import InputError, describe_validation_error
+from pipesched.solver.core.isolated import SolverCrashed
 
 _COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.solver.costmodel.cli", "pipesched.api.cli",
                     "pipesched.api.scaleout.cli", "pipesched.runtime.cli")
@@ -68,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pipesched: interrupted", file=sys.stderr)
         return 130
+    except SolverCrashed as e:
+        print(f"pipesched: error: {e}", file=sys.stderr)
+        return 1
     return EXIT_USAGE
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from .core.canonical import problem_key
 from .core.io import InputError, dump_json, load_problem, load_schedule
+from .core.isolated import solve_isolated
 from .core.problem import Problem
-from .core.registry import SolveOptions, methods, solve
+from .core.registry import SolveOptions, methods
 from .core.schedule import Schedule
 from .formats.render import render_svg
 from .formats.torch_csv import to_torch_csv
@@ -100,7 +101,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     options = SolveOptions(hint=hint, backend=args.backend)
     if args.time_limit is not None:
         options = replace(options, time_limit_s=args.time_limit)
-    schedule = solve(problem, name, options)
+    schedule = solve_isolated(problem, name, options)  # a native solver crash cannot kill the CLI
     text = dump_json(schedule)
     if args.output:
         _write(args.output, text)
