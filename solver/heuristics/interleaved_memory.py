@@ -40,7 +40,6 @@ activations) cannot fill; 828.41 needs about 26 of the other 46 gone.
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
@@ -50,6 +49,7 @@ from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
+from .device_events import run_device_events
 from .greedy import _Memory
 
 _EPS = 1e-9
@@ -182,37 +182,14 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
             return now, ws[0]
         return nxt, None
 
-    heap: list[tuple[float, int, int]] = []
-    version = [0] * p
-
-    def push(d: int) -> None:
-        version[d] += 1
-        when, _ = choose(d)
-        if when < math.inf:
-            heapq.heappush(heap, (max(when, free[d]), d, version[d]))
-
-    for d in range(p):
-        push(d)
-    total, done = inst.num_ops, 0
-    while heap:
-        when, d, ver = heapq.heappop(heap)
-        if ver != version[d]:
-            continue
-        free[d] = max(free[d], when)
-        at, op = choose(d)
-        if op is None:
-            if at < math.inf:
-                heapq.heappush(heap, (max(at, free[d]), d, version[d]))
-            continue
+    def commit(d: int, at: float, op: OpId) -> tuple[float, set[int]]:
         k, st, i = op
         end = at + inst.cost(op)
-        free[d] = end
         if mem is not None:
             if k == "F" and st == 0:
                 mem.admit(i)
             mem.apply(d, i, delta[k][st])
         order[d].append(op)
-        done += 1
         touched = {d}
         if k == "F":
             nf[st] += 1
@@ -232,8 +209,9 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
                 touched.add(inst.device_of_stage[st - 1])
         else:
             nw[st] += 1
-        for e in sorted(touched):
-            push(e)
+        return end, touched
+
+    total, done = inst.num_ops, run_device_events(p, free, choose, commit)
     if done != total:
         raise DeadlockError(f"interleaved memory greedy {policy} stuck after {done} of {total} ops")
     return order

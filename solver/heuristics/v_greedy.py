@@ -28,7 +28,6 @@ order is checked for memory by the validator on the way out.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
+from .device_events import run_device_events
 
 _EPS = 1e-9
 
@@ -137,34 +137,11 @@ def v_order(inst: Instance, policy: VPolicy) -> Order:
                 return now, w_op
         return nxt, None
 
-    heap: list[tuple[float, int, int]] = []
-    version = [0] * p
-
-    def push(d: int) -> None:
-        version[d] += 1
-        when, _ = choose(d)
-        if when < math.inf:
-            heapq.heappush(heap, (max(when, free[d]), d, version[d]))
-
-    for d in range(p):
-        push(d)
-    total, done = len(inst.kinds) * S * m, 0
-    while heap:
-        when, d, ver = heapq.heappop(heap)
-        if ver != version[d]:
-            continue
-        free[d] = max(free[d], when)
-        at, op = choose(d)
-        if op is None:
-            if at < math.inf:
-                heapq.heappush(heap, (max(at, free[d]), d, version[d]))
-            continue
+    def commit(d: int, at: float, op: OpId) -> tuple[float, set[int]]:
         k, st, i = op
         end = at + inst.cost(op)
-        free[d] = end
         live[d] += inst.mem(op)
         order[d].append(op)
-        done += 1
         touched = {d}
         if k == "F":
             nf[st] += 1
@@ -179,8 +156,9 @@ def v_order(inst: Instance, policy: VPolicy) -> Order:
                 touched.add(inst.device_of_stage[st - 1])
         else:
             nw[st] += 1
-        for e in sorted(touched):
-            push(e)
+        return end, touched
+
+    total, done = len(inst.kinds) * S * m, run_device_events(p, free, choose, commit)
     if done != total:
         raise DeadlockError(f"V greedy {policy} stuck after {done} of {total} ops")
     return order
