@@ -79,6 +79,8 @@ STEPS: tuple[Step, ...] = (
     Step("cpsat_setup", ("cpsat_setup.py",), ("cpsat_setup.md",), False),
     Step("anchors_60s", ("anchors.py", "--quick", "--only", "v,interleaved", "--time-limits", "10,60", "--out",
                          "benchmarks/results/anchors_60s.md"), ("anchors_60s.md",), False),
+    Step("anchors_interleaved_60s", ("anchors.py", "--quick", "--only", "interleaved", "--time-limits", "10,60", "--out",
+                                     "benchmarks/results/anchors_interleaved_60s.md"), ("anchors_interleaved_60s.md",), False),
     Step("v_placement", ("v_placement.py",), ("v_placement.md",), False),
     Step("v_placement_60s", ("v_placement.py", "--full", "--p", "4", "8", "--profiles", "1.5B", "6.2B", "--out",
                              "benchmarks/results/v_placement_60s.md"), ("v_placement_60s.md",), False),
