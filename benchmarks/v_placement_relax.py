@@ -24,15 +24,10 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ortools.sat.python import cp_model
-
 from pipesched.solver import Instance, NotApplicableError, OpId, Problem, SolveOptions, solve
 from pipesched.solver.bounds.analytic import lower_bound
 from pipesched.solver.bounds.combinatorial import combinatorial_bound
-from pipesched.solver.exact.cpsat.formulation import build
-from pipesched.solver.exact.cpsat.relaxations import contracted_graph
-from pipesched.solver.exact.cpsat.run import add_hint, horizon_value, model_lower, solver_parameters
-from pipesched.solver.exact.cpsat.scaling import Scaling
+from pipesched.solver.exact.cpsat.relaxations import device_relaxation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import anchors  # noqa: E402
@@ -74,20 +69,9 @@ def _cases() -> list[tuple[str, Problem]]:
 
 def _relaxation(inst: Instance, devices: frozenset[int], seconds: float, upper: float,
                 hint: dict[OpId, float], workers: int) -> tuple[float | None, float | None]:
-    """(proven bound, value of the best relaxation schedule found) of the relaxation keeping ``devices``:
-    the model :func:`device_bound` solves, read for both ends (it returns only the first)."""
-    sc = Scaling.of(inst)
-    if not sc.bound_is_valid:
-        return None, None
-    cm = build(inst, sc, contracted_graph(inst, sc, devices), horizon=horizon_value(inst, sc, upper),
-               lower=model_lower(inst, sc, lower_bound(inst)), upper=sc.up(upper) + 1)
-    add_hint(cm, hint)
-    solver = cp_model.CpSolver()
-    solver_parameters(solver, seconds, workers)
-    if solver.solve(cm.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, None
-    value = sc.bound_to_float(solver.objective_value, inst.objective, inst.devices)
-    return sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices), value
+    """(proven bound, value of the best relaxation schedule found) of the relaxation keeping ``devices``."""
+    found = device_relaxation(inst, devices, seconds, upper=upper, workers=workers, hint=hint)
+    return (None, None) if found is None else found
 
 
 def _isolated(inst: Instance, devices: frozenset[int], seconds: float, upper: float,

@@ -83,9 +83,12 @@ def contracted_graph(inst: Instance, sc: Scaling, device: int | frozenset[int]) 
     return OpGraph(ops, prec, release, tail)
 
 
-def device_bound(inst: Instance, device: int | frozenset[int], seconds: float, *, upper: float, workers: int = 1,
-                 hint: Mapping[OpId, float] | None = None, dtime: float | None = None) -> float | None:
-    """Proven lower bound from the relaxation of ``device`` (None if the model proves nothing)."""
+def device_relaxation(inst: Instance, device: int | frozenset[int], seconds: float, *, upper: float,
+                      workers: int = 1, hint: Mapping[OpId, float] | None = None,
+                      dtime: float | None = None) -> tuple[float, float] | None:
+    """(proven lower bound, value of the best schedule found) of the relaxation of ``device``; None if
+    the model finds nothing. The value is a ceiling on what any argument about those devices alone can
+    prove (``benchmarks/v_placement_relax.py`` reads both)."""
     sc = Scaling.of(inst)
     if not sc.bound_is_valid:
         return None
@@ -103,7 +106,15 @@ def device_bound(inst: Instance, device: int | frozenset[int], seconds: float, *
     status = solver.solve(cm.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    return sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices)
+    return (sc.bound_to_float(solver.best_objective_bound, inst.objective, inst.devices),
+            sc.bound_to_float(solver.objective_value, inst.objective, inst.devices))
+
+
+def device_bound(inst: Instance, device: int | frozenset[int], seconds: float, *, upper: float, workers: int = 1,
+                 hint: Mapping[OpId, float] | None = None, dtime: float | None = None) -> float | None:
+    """Proven lower bound from the relaxation of ``device`` (None if the model proves nothing)."""
+    found = device_relaxation(inst, device, seconds, upper=upper, workers=workers, hint=hint, dtime=dtime)
+    return None if found is None else found[0]
 
 
 def relaxation_bound(inst: Instance, seconds: float, *, upper: float, workers: int = 1,
