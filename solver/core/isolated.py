@@ -21,7 +21,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 
 from .problem import Problem
-from .registry import SolveOptions
+from .registry import SolveOptions, solve
 from .schedule import Schedule
 
 SolveFn = Callable[[Problem, str, SolveOptions], Schedule]
@@ -79,8 +79,7 @@ def solve_isolated(problem: Problem, method: str, options: SolveOptions, solve_f
     """``solve_fn(problem, method, options)`` (default: :func:`pipesched.solver.solve`) in a forked child;
     once more with ``workers=1`` if the child dies without answering; :class:`SolverCrashed` if that
     dies too. Errors the solve raises (bad input, not applicable) come back as themselves."""
-    if solve_fn is None:
-        from .registry import solve as solve_fn
+    solve_fn = solve if solve_fn is None else solve_fn
     if "fork" not in mp.get_all_start_methods():
         return solve_fn(problem, method, options)
     got = _attempt(solve_fn, problem, method, options)
