@@ -45,7 +45,7 @@ def layer_kind(module: nn.Module) -> tuple:
             tuple((n, tuple(p.shape), str(p.dtype), p.requires_grad) for n, p in module.named_parameters()))
 
 
-class _Clock:
+class OpClock:
     """Elapsed ms between marks: CUDA events on a GPU (no host sync per op), else the wall clock, or
     with ``cpu_time`` this thread's CPU time (on CPU only: what other work on the machine does not
     inflate, for checking the compute term on a loaded machine)."""
@@ -132,7 +132,7 @@ def _measure(module: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], 
     for k in range(warmup + repeats):
         xi = x.detach().requires_grad_(x.is_floating_point())  # as the executor feeds a stage
         module.zero_grad(set_to_none=True)
-        clock = _Clock(device, cpu_time)
+        clock = OpClock(device, cpu_time)
         before = torch.cuda.memory_allocated(device) if cuda else 0
         saved: dict[int, int] = {}
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -30,6 +29,7 @@ from torch import nn
 from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Link, Model
 
+from .profile_layers import OpClock
 from .split_backward import backward_input
 
 GIB = 2.0**30
@@ -97,30 +97,23 @@ def shared_cores_score(contention: float) -> Callable[[Schedule, Costs], float]:
     return score
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _time_once(stage: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], torch.Tensor] | None,
-               clock: Callable[[], float]) -> Triple:
+               cpu_time: bool) -> Triple:
     """One F, B, W of ``stage`` as the executor runs it (ms). Gradients accumulate across calls, as
     they do over a step's microbatches (only its first W allocates ``.grad``)."""
     params = [p for p in stage.parameters() if p.requires_grad]
     xi = x.detach().requires_grad_(x.is_floating_point())
-    _sync(x.device)
-    t0 = clock()
+    clock = OpClock(x.device, cpu_time)
+    clock.mark()
     out = stage(xi)
     y = loss(out) if loss is not None else out
-    _sync(x.device)
-    t1 = clock()
+    clock.mark()
     _, job = backward_input([y], [None if loss is not None else torch.ones_like(out)], [xi], params)
-    _sync(x.device)
-    t2 = clock()
+    clock.mark()
     job.run()
-    _sync(x.device)
-    t3 = clock()
-    return 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2)
+    clock.mark()
+    f_ms, b_ms, w_ms = clock.elapsed_ms()
+    return f_ms, b_ms, w_ms
 
 
 def profile_segments(layers: Sequence[nn.Module], segments: Sequence[Segment], sample: torch.Tensor, *,
@@ -155,11 +148,10 @@ def profile_segments(layers: Sequence[nn.Module], segments: Sequence[Segment], s
     stages = {s: nn.Sequential(*layers[s[0]:s[1]]) for s in segs}
     for layer in layers:
         layer.zero_grad(set_to_none=True)
-    clock = time.thread_time if cpu_time else time.perf_counter
     samples: dict[Segment, list[Triple]] = {s: [] for s in segs}
     for r in range(warmup + rounds):
         for s in (segs if r % 2 == 0 else reversed(segs)):
-            t = _time_once(stages[s], inputs[s[0]], loss if s[1] == n else None, clock)
+            t = _time_once(stages[s], inputs[s[0]], loss if s[1] == n else None, cpu_time)
             if r >= warmup:
                 samples[s].append(t)
     for layer in layers:
