@@ -104,8 +104,9 @@ def _reference_order(inst: Instance, recipe: str) -> Order:
     return build[recipe](inst)
 
 
-class _Memory:
-    """Per-device banker's bookkeeping for a finite ``memory.limit`` (see the module docstring)."""
+class BankersMemory:
+    """Per-device banker's bookkeeping for a finite ``memory.limit`` (see the module docstring); shared
+    with the interleaved memory greedy, which admits and releases microbatches by the same rule."""
 
     def __init__(self, inst: Instance) -> None:
         self.limit = inst.limit
@@ -214,7 +215,7 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
     first_of = [inst.copy_range(s)[0] for s in range(S)]  # a microbatch's chain: its copy (dual) or all
     last_of = [inst.copy_range(s)[1] for s in range(S)]
     capped = any(math.isfinite(x) for x in inst.limit)
-    mem = _Memory(inst) if capped else None
+    mem = BankersMemory(inst) if capped else None
 
     if rule.follow:
         reference = _reference_order(inst, reference_recipe(inst, rule.follow))

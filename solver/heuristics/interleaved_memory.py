@@ -50,7 +50,7 @@ from ..core.schedule import Order
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .device_events import run_device_events
-from .greedy import _Memory
+from .greedy import BankersMemory
 
 _EPS = 1e-9
 
@@ -110,7 +110,7 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
     out = [0] * p  # forwards minus backwards run on each device
     started = [False] * p  # has the device run a B
     capped = any(math.isfinite(x) for x in inst.limit)
-    mem = _Memory(inst) if capped else None
+    mem = BankersMemory(inst) if capped else None
     order: Order = [[] for _ in range(p)]
     stages = inst.stages_of_device
     seqs = [forward_sequence(inst, d, policy.lag) for d in range(p)] if policy.lag is not None else None
