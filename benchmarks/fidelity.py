@@ -52,7 +52,7 @@ from pipesched.runtime.profile_layers import (
     profile_link,
 )
 from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split, shared_cores_score
-from pipesched.runtime.shared_cores import shared_cores_makespan
+from pipesched.runtime.shared_cores import cores_makespan, usable_cores
 from pipesched.runtime.split_backward import backward_input
 from pipesched.runtime.transformer import (
     TinyTransformer,
@@ -152,15 +152,15 @@ def run(args: argparse.Namespace) -> str:
         "of their last ops; its time is the calibration above (the runtime's own routine on synthetic "
         "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
-        "Predicted from layers: the schedule's makespan (layer profiles summed per stage). From stages: the same "
+        "Predicted from layers: the schedule's makespan (layer profiles summed per stage, × the contention factor); "
+        "with more ranks than cores its order re-timed with the ranks sharing the cores this process may use, "
+        "each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``). From stages: the same "
         "order re-timed with costs profiled on the whole stages, every stage of every row and candidate split of a "
         "world size in the same alternated rounds just before its replays (``runtime/profiled_split.py``), which "
         "includes what a stage costs beyond the sum of its layers. The planned split's schedule is auto's on "
-        "those stage costs; its from-layers column re-times that order with layer sums.",
-        "",
-        "Cores shared: the same order re-timed with the layer profiles (no factor) when the p ranks share "
-        "p / factor cores, each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``): "
-        "the uniform factor assumes every rank is always busy; ramps and bubbles have fewer.",
+        "those stage costs; its from-layers column re-times that order with layer sums. Other contention model: "
+        "the one a row does not use: the makespan × the factor where ranks outnumber cores (it takes every rank "
+        "as always busy; ramps and bubbles have fewer), the order re-timed on the cores where they do not.",
         "",
         f"Previous run's error: the error column of an earlier run ({args.previous[0]}), for comparison.",
         "",
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> str:
         "pair checks the compute term even on a loaded machine.",
         "",
         "| p | method | v | predicted step (ms) | measured step (ms) | error | predicted from stages (ms) | "
-        "its error | cores shared (ms) | its error | post-step: predicted / measured (ms) | predicted bubble | "
+        "its error | other contention model (ms) | its error | post-step: predicted / measured (ms) | predicted bubble | "
         "measured bubble | slowest rank: compute / waits / twin sum / rest (ms) | busiest rank's compute: predicted / "
         "measured (ms) | in CPU time: predicted / measured (ms) | within 15% | off | previous run's error |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> str:
                                link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
                                time_limit_s=args.split_time_limit, rounds=args.repeats,
                                extra_segments=[seg for sp in splits for seg in sp],
-                               score=shared_cores_score(contention) if p > (os.cpu_count() or 1) else None)
+                               score=shared_cores_score(cores=usable_cores()) if p > usable_cores() else None)
         # layers again, just before this world's solves and replays: the machine's speed drifts
         model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
                                repeats=args.repeats, warmup=2)
@@ -220,13 +220,18 @@ def run(args: argparse.Namespace) -> str:
         for j, (method, v, schedule, bare) in enumerate(rows):
             split = [tuple(x) for x in jobs[j][1]]
             by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
-            shared = shared_cores_makespan(from_order(bare, method, schedule.order()), contention)
-            preds = {"layers": schedule.makespan, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
+            # more ranks than cores: the order re-timed on the machine's cores is the prediction, the
+            # uniformly scaled makespan the other model (and the other way round with a core per rank)
+            shared = cores_makespan(from_order(bare, method, schedule.order()), usable_cores())
+            scaled, oversubscribed = schedule.makespan, p > usable_cores()
+            preds = {"layers": scaled, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
             if schedule.problem.placement == "dual":  # the twin gradient sum after the step
                 sb = stage_bytes[tuple(split)]
                 preds = {"layers": dual_step_ms(schedule, sb, twin), "stages": dual_step_ms(by_stage, sb, twin),
                          "shared": twin_after(shared, sb, twin)}
-                preds["twin"] = preds["layers"] - schedule.makespan
+                preds["twin"] = preds["layers"] - scaled
+            if oversubscribed:
+                preds["layers"], preds["shared"] = preds["shared"], preds["layers"]
             cpu_problem = induced_problem(cpu_model, split, p, v, schedule.problem.placement, args.microbatches,
                                           cpu_overhead, link)
             preds["cpu"] = _busiest_work(from_order(cpu_problem, method, schedule.order()))
@@ -273,12 +278,12 @@ def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], pre
     pred_busy, meas_busy = _busiest_work(schedule), max(busy)
     busiest_cpu = 1e3 * max(r["cpu_s"] for r in ranks)
     ok = abs(err) <= TARGET_ERROR
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     compute_off = abs(meas_busy / pred_busy - 1) > 0.10
     contended = (f"p > cores, measured × {contention:.2f}" if p > cores else
                  f"load {load:.1f} on {cores} cores" if load > cores else "")
     term = ("compute: a stage costs more than its layers" if abs(err_stage) <= TARGET_ERROR else
-            "contention: the uniform factor is off (cores shared: within 15%)"
+            "contention: the other contention model is within 15%"
             if contended and abs(err_shared) <= TARGET_ERROR else
             f"contention ({contended}; busiest rank's compute {100 * (meas_busy / pred_busy - 1):+.0f}%)"
             if compute_off and contended else "compute" if compute_off else
@@ -355,7 +360,7 @@ def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: Profi
     gain_p = pred_u - pred_p
     head = (f"p = {p}: split {found.split}, the least of {len(found.candidates)} "
             f"{'splits (all)' if found.enumerated else 'planner candidates'}"
-            f"{' (ranked with cores shared: p > cores)' if p > (os.cpu_count() or 1) else ''}; predicted {pred_p:.2f} ms "
+            f"{' (ranked with cores shared: p > cores)' if p > usable_cores() else ''}; predicted {pred_p:.2f} ms "
             f"against uniform {pred_u:.2f} ms, gain {gain_p:.2f} ms ({100 * gain_p / pred_u:+.1f}%)")
     if found.split == uniform:
         return head + ": the uniform split itself"
@@ -419,15 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small model, few steps: proves the loop runs")
     ap.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=128)
+    for name, default in (("hidden", 256), ("heads", 4), ("layers", 8), ("seq", 128), ("microbatch-size", 2),
+                          ("microbatches", 8), ("steps", 6), ("repeats", 7)):
+        ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument("--vocab", type=int, default=8192, help="a large vocabulary makes the head heavy")
-    ap.add_argument("--microbatch-size", type=int, default=2)
-    ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--depth-rounds", type=int, default=30, help="alternated runs of the stage-depth table")
     ap.add_argument("--time-limit", type=float, default=10.0, help="auto's time limit (s)")
     ap.add_argument("--split-time-limit", type=float, default=2.0, help="auto's limit per candidate split (s)")

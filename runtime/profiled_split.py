@@ -83,16 +83,21 @@ class ProfiledSplit:
         return next(ms for cand, ms in self.candidates if cand == key)
 
 
-def shared_cores_score(contention: float) -> Callable[[Schedule, Costs], float]:
+def shared_cores_score(contention: float | None = None, *, cores: float | None = None
+                       ) -> Callable[[Schedule, Costs], float]:
     """A ``score`` for :func:`profiled_split` when ranks outnumber cores: the candidate's schedule re-timed
-    with its p ranks sharing p / ``contention`` cores (:func:`.shared_cores.shared_cores_makespan`)."""
+    with its p ranks sharing ``cores`` cores, or p / ``contention`` (:mod:`.shared_cores`)."""
     from pipesched.solver import from_order
 
-    from .shared_cores import shared_cores_makespan
+    from .shared_cores import cores_makespan
+
+    if (contention is None) == (cores is None):
+        raise ValueError("give exactly one of contention and cores")
 
     def score(schedule: Schedule, costs: Costs) -> float:
         bare = Problem.model_validate({**schedule.problem.model_dump(), "costs": costs.model_dump()})
-        return shared_cores_makespan(from_order(bare, schedule.method, schedule.order()), contention)
+        shared = cores if cores is not None else schedule.problem.devices / contention  # type: ignore[operator]
+        return cores_makespan(from_order(bare, schedule.method, schedule.order()), shared)
 
     return score
 

@@ -26,7 +26,7 @@ from pipesched.runtime.transformer import (
     sample_tokens,
     transformer_layers,
 )
-from pipesched.solver import solve, validate
+from pipesched.solver import Problem, solve, validate
 from pipesched.solver.planning import Cluster, Link
 
 CFG = TinyTransformer(layers=3)  # embedding, 3 blocks, head: 5 layers
@@ -124,3 +124,13 @@ def test_a_score_ranks_the_solved_candidates() -> None:
     assert shared_cores_score(1.0)(found.schedule, found.schedule.problem.costs) == pytest.approx(
         found.schedule.makespan)
     assert shared_cores_score(2.0)(found.schedule, found.schedule.problem.costs) > found.schedule.makespan
+
+
+def test_shared_cores_score_takes_a_factor_or_a_core_count_not_both() -> None:
+    schedule = solve(Problem(devices=4, microbatches=4), "1f1b")
+    by_factor, by_cores = shared_cores_score(2.0), shared_cores_score(cores=2)
+    assert by_factor(schedule, schedule.problem.costs) == pytest.approx(by_cores(schedule, schedule.problem.costs))
+    with pytest.raises(ValueError, match="exactly one"):
+        shared_cores_score(2.0, cores=2)
+    with pytest.raises(ValueError, match="exactly one"):
+        shared_cores_score()

@@ -3,9 +3,11 @@ and the uniformly scaled makespan when ranks share cores."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from pipesched.runtime.shared_cores import shared_cores_makespan
+from pipesched.runtime.shared_cores import cores_makespan, shared_cores_makespan, usable_cores
 from pipesched.solver import Problem, solve
 
 COSTS = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.0, 1.0, 2.0, 1.5],
@@ -39,3 +41,19 @@ def test_shared_cores_cost_more_than_a_core_each_and_less_than_scaling_every_op(
 def test_a_factor_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="contention must be a finite factor >= 1"):
         shared_cores_makespan(solve(Problem(devices=2, microbatches=2), "1f1b"), 0.5)
+
+
+@pytest.mark.parametrize("problem, method", CASES, ids=[m for _, m in CASES])
+def test_cores_is_the_factor_read_as_a_count_of_cores(problem: Problem, method: str) -> None:
+    schedule = solve(problem, method)
+    p = problem.devices
+    assert cores_makespan(schedule, p / 2) == pytest.approx(shared_cores_makespan(schedule, 2.0), rel=1e-12)
+    assert cores_makespan(schedule, p) == pytest.approx(schedule.makespan, rel=1e-9)  # a core per rank
+    assert cores_makespan(schedule, 1) >= cores_makespan(schedule, p - 1) > schedule.makespan
+
+
+def test_fewer_than_zero_cores_are_refused_and_usable_cores_counts_the_affinity_mask() -> None:
+    with pytest.raises(ValueError, match="cores must be a finite number > 0"):
+        cores_makespan(solve(Problem(devices=2, microbatches=2), "1f1b"), 0)
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+    assert usable_cores() == len(os.sched_getaffinity(0))
