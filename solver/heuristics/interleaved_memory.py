@@ -40,17 +40,21 @@ activations) cannot fill; 828.41 needs about 26 of the other 46 gone.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
-from ..core.metrics import makespan, objective_value
+from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.schedule import Order
+from ..core.tolerance import slack, within_cap
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
+from .classic.interleaved_zb import interleaved_zb_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
+from .interleaved_local import improve
 
 _EPS = 1e-9
 
@@ -236,8 +240,10 @@ POLICIES = tuple(
 ) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1))
 
 
-def interleaved_candidates(inst: Instance, keep: int = 3) -> list[Incumbent]:
-    """The ``keep`` best orders of :data:`POLICIES` (objective, then makespan, then grid position)."""
+def interleaved_candidates(inst: Instance, keep: int = 3, deadline: float | None = None) -> list[Incumbent]:
+    """The ``keep`` best orders of :data:`POLICIES` (objective, then makespan, then grid position).
+    With a ``deadline`` (a ``time.perf_counter()`` value), also :func:`.interleaved_local.improve` from
+    them and IZB's order (when within the caps) until then; its answer comes first when better."""
     if not applies(inst):
         return []
     found = []
@@ -250,5 +256,15 @@ def interleaved_candidates(inst: Instance, keep: int = 3) -> list[Incumbent]:
         found.append((objective_value(inst, start), makespan(inst, start), k, Incumbent(order, start,
                                                                                     objective_value(inst, start))))
     found.sort(key=lambda c: c[:3])
-    return [c[3] for c in found[:keep]]
-
+    best = [c[3] for c in found[:keep]]
+    if deadline is None:
+        return best
+    starts = [c.order for c in best]
+    with contextlib.suppress(NotApplicableError, DeadlockError):
+        izb = interleaved_zb_order(inst)
+        if all(within_cap(x, cap) for x, cap in zip(peak_memory(inst, izb), inst.limit, strict=True)):
+            starts.insert(0, izb)
+    got = improve(inst, starts, deadline)
+    if got is not None and (not best or got.objective < best[0].objective - slack(best[0].objective)):
+        best = [got, *best][:keep]
+    return best
