@@ -323,6 +323,11 @@ FIXED_RECIPE_S_PER_OP = 6e-5
 #: (:mod:`pipesched.solver.heuristics.interleaved_memory`; measured 1.1e-5 to 4.6e-5 at 192-1536 ops
 #: with the load average at 4.7, rounded up).
 INTERLEAVED_MEMORY_S_PER_OP = 6e-5
+#: Wall seconds per op and order of the V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`:
+#: each list-scheduler policy, ZB-V's order and its deferred-W form, timing included; measured 1.5e-5 to
+#: 1.9e-5 at 192-3072 ops, 14.6B profile, caps 1p and 1.5p, load average 2; rounded up for a busier
+#: machine). Its order search is charged per trial at :data:`TRIAL_S_PER_OP` (measured 2.6e-6 to 3.9e-6).
+V_MEMORY_S_PER_OP = 6e-5
 #: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
 ILP_FIRST_OPS = 48
 #: Share of the nominal seconds left after the heuristics that this ILP may use (policy: the slowest

@@ -56,8 +56,8 @@ def _moves(inst: Instance, order: Order, start: Mapping[OpId, float]) -> list[Mo
             w = ops[j]
             own_b = ops.index(OpId("B", w.stage, w.microbatch))
             gaps = [k for k in range(own_b + 1, j) if start[ops[k]] > _end(inst, start, ops[k - 1]) + _EPS]
-            found.extend((-start[w], (d, j, k)) for k in reversed(gaps[-2:]))
-    found.sort(key=lambda c: c[0])
+            found.extend((-math.inf, (d, j, k)) for k in reversed(gaps[-2:]))  # first: cheap, and they undo the pile
+    found.sort(key=lambda c: c[0])  # stable: the trailing Ws in device order, then the latest waits
     return [m for _, m in found]
 
 

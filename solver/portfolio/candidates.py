@@ -17,7 +17,9 @@ left room for one recipe, so ``greedy`` and ``zb-v`` never ran and ``auto`` retu
 The interleaved memory greedy (:mod:`pipesched.solver.heuristics.interleaved_memory`, loop placement,
 v >= 2: orders that beat torch's InterleavedZeroBubble under its own peak as the cap, issue 12 target 3)
 runs after the recipes when its estimated cost still fits ``HEURISTIC_SHARE``, so no later phase
-loses time to it. Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
+loses time to it. The V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`, method ``v-memory``:
+below torch's ZBV order at a cap of 1p, where nothing else was, issue 12 target 2) run the same way, and their
+order search gets the rest of that share, counted in trials. Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from ..budget import (
     INTERLEAVED_MEMORY_S_PER_OP,
     RECIPE_S_PER_OP,
     RETIMED_ORDERS,
+    TRIAL_S_PER_OP,
+    V_MEMORY_S_PER_OP,
     grid_seconds,
     grid_share,
     heuristic_share,
     note_wall_cut,
+    trials_for,
 )
 from ..core.instance import Instance
 from ..core.problem import Problem
@@ -44,6 +49,9 @@ from ..core.tolerance import slack
 from ..heuristics.interleaved_memory import POLICIES as IL_POLICIES
 from ..heuristics.interleaved_memory import applies as il_applies
 from ..heuristics.interleaved_memory import interleaved_candidates
+from ..heuristics.v_memory import POLICIES as VM_POLICIES
+from ..heuristics.v_memory import applies as vm_applies
+from ..heuristics.v_memory import vm_candidates
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
 from ..timing.retime import Incumbent
 
@@ -51,6 +59,8 @@ _FIXED_PACKAGE = "pipesched.solver.heuristics.classic"
 #: Heuristics whose orders the grid phase already holds (:func:`~pipesched.solver.heuristics.warm_start.grid_starts`),
 #: so they are not run again as recipes (issue 12).
 IN_GRID = ("zb-v-greedy",)
+#: Heuristics run in a block of their own below, charged their measured cost (not run again as recipes).
+OWN_BLOCK = ("v-memory",)
 
 
 @dataclass
@@ -72,7 +82,7 @@ def applicable_recipes(problem: Problem, num_ops: int) -> list[tuple[float, str,
     ``fixed``: a closed-form order (one simulation), not a search."""
     out = []
     for m in methods():
-        if m.name in EXACT_METHODS or m.name in IN_GRID or m.applies(problem):
+        if m.name in EXACT_METHODS or m.name in IN_GRID or m.name in OWN_BLOCK or m.applies(problem):
             continue
         module = getattr(m.run, "__module__", "")
         out.append((recipe_cost(module, num_ops), m.name, module.startswith(_FIXED_PACKAGE)))
@@ -137,9 +147,26 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
             spent += il_cost
             found = interleaved_candidates(inst, keep=RETIMED_ORDERS)
             out = _best(out + [(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])
+    out, spent = _v_memory(inst, out, spent, limit * HEURISTIC_SHARE, stop)
     if (h := hint_start(inst, options.hint)) is not None:
         out = _best([*out, ("hint", h)])
     return Candidates(out, max(spent, HEURISTIC_SHARE * limit))
+
+
+def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, share: float,
+              stop: float) -> tuple[list[tuple[str, Incumbent]], float]:
+    """The V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`) when their orders fit what is
+    left of the share; their order search gets the rest of it, counted in trials (the answer repeats)."""
+    cost = V_MEMORY_S_PER_OP * inst.num_ops * (len(VM_POLICIES) + 2)  # + ZB-V's order and its deferred-W form
+    if not vm_applies(inst) or spent + cost > share:
+        return out, spent
+    if time.perf_counter() + cost > stop:
+        note_wall_cut("V memory orders")
+        return out, spent
+    trials = trials_for(inst, share - spent - cost)
+    spent += cost + trials * TRIAL_S_PER_OP * inst.num_ops
+    found = vm_candidates(inst, keep=RETIMED_ORDERS, trials=trials, deadline=stop)
+    return _best(out + [(f"v-memory[{k}]", c) for k, c in enumerate(found)]), spent
 
 
 def _best(cands: list[tuple[str, Incumbent]]) -> list[tuple[str, Incumbent]]:
