@@ -18,8 +18,9 @@ The interleaved memory greedy (:mod:`pipesched.solver.heuristics.interleaved_mem
 v >= 2: orders that beat torch's InterleavedZeroBubble under its own peak as the cap, issue 12 target 3)
 runs after the recipes when its estimated cost still fits ``HEURISTIC_SHARE``, so no later phase
 loses time to it. The V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`, method ``v-memory``:
-below torch's ZBV order at a cap of 1p, where nothing else was, issue 12 target 2) run the same way, and their
-order search gets the rest of that share, counted in trials. Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
+below torch's ZBV order at a cap of 1p, where nothing else was, issue 12 target 2) run with the method's own
+search budget (a count of trials), up to ``FULL_MODEL_OPS`` whatever the grid took, so ``auto`` is never
+worse than ``v-memory``. Every other decision reads estimates and the nominal limit, never the clock, so the answer repeats.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from ..budget import (
     grid_share,
     heuristic_share,
     note_wall_cut,
-    trials_for,
 )
 from ..core.instance import Instance
 from ..core.problem import Problem
@@ -51,7 +51,7 @@ from ..heuristics.interleaved_memory import applies as il_applies
 from ..heuristics.interleaved_memory import interleaved_candidates
 from ..heuristics.v_memory import POLICIES as VM_POLICIES
 from ..heuristics.v_memory import applies as vm_applies
-from ..heuristics.v_memory import vm_candidates
+from ..heuristics.v_memory import search_trials, vm_candidates
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
 from ..timing.retime import Incumbent
 
@@ -147,26 +147,32 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
             spent += il_cost
             found = interleaved_candidates(inst, keep=RETIMED_ORDERS)
             out = _best(out + [(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])
-    out, spent = _v_memory(inst, out, spent, limit * HEURISTIC_SHARE, stop)
+    out, spent = _v_memory(inst, out, spent, limit, stop, deadline)
     if (h := hint_start(inst, options.hint)) is not None:
         out = _best([*out, ("hint", h)])
     return Candidates(out, max(spent, HEURISTIC_SHARE * limit))
 
 
-def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, share: float,
-              stop: float) -> tuple[list[tuple[str, Incumbent]], float]:
-    """The V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`) when their orders fit what is
-    left of the share; their order search gets the rest of it, counted in trials (the answer repeats)."""
-    cost = V_MEMORY_S_PER_OP * inst.num_ops * (len(VM_POLICIES) + 2)  # + ZB-V's order and its deferred-W form
-    if not vm_applies(inst) or spent + cost > share:
+def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, limit: float,
+              stop: float, deadline: float) -> tuple[list[tuple[str, Incumbent]], float]:
+    """The V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`) with the method's own search
+    budget, so ``auto`` is never worse than ``v-memory``. Up to ``FULL_MODEL_OPS`` they always run, as
+    the recipes do (about a second of estimate, a few tenths measured; the search's wall net is the
+    method's ``deadline``); above, only while they fit what is left of the share and the heuristics'
+    wall net ``stop``."""
+    trials = search_trials(inst, limit)
+    cost = inst.num_ops * (V_MEMORY_S_PER_OP * (len(VM_POLICIES) + 2) + TRIAL_S_PER_OP * trials)  # + ZB-V, deferred W
+    if not vm_applies(inst):
         return out, spent
-    if time.perf_counter() + cost > stop:
-        note_wall_cut("V memory orders")
-        return out, spent
-    trials = trials_for(inst, share - spent - cost)
-    spent += cost + trials * TRIAL_S_PER_OP * inst.num_ops
-    found = vm_candidates(inst, keep=RETIMED_ORDERS, trials=trials, deadline=stop)
-    return _best(out + [(f"v-memory[{k}]", c) for k, c in enumerate(found)]), spent
+    large = inst.num_ops > FULL_MODEL_OPS
+    if large:
+        if spent + cost > HEURISTIC_SHARE * limit:
+            return out, spent
+        if time.perf_counter() + cost > stop:
+            note_wall_cut("V memory orders")
+            return out, spent
+    found = vm_candidates(inst, keep=RETIMED_ORDERS, trials=trials, deadline=stop if large else deadline)
+    return _best(out + [(f"v-memory[{k}]", c) for k, c in enumerate(found)]), spent + cost
 
 
 def _best(cands: list[tuple[str, Incumbent]]) -> list[tuple[str, Incumbent]]:

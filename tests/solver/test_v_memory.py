@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesched.solver import Instance, NotApplicableError, Problem, solve
+from pipesched.solver import Instance, NotApplicableError, Problem, SolveOptions, solve
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.core.schedule import Schedule
 from pipesched.solver.heuristics.classic.zb_v import zb_v_order
@@ -100,3 +100,11 @@ def test_other_placements_are_refused() -> None:
     problem = Problem(devices=2, microbatches=4, stages_per_device=2, placement="loop", costs=HALF)
     with pytest.raises(NotApplicableError):
         solve(problem, "v-memory")
+
+
+def test_auto_holds_v_memorys_answer_at_one_p() -> None:
+    """``auto`` runs the method's orders with the method's own search budget (a count of trials)."""
+    problem = paper_v(4, 8, 1.0)
+    ours = solve(problem, "v-memory")
+    got = solve(problem, "auto", SolveOptions(time_limit_s=2.0))
+    assert got.objective_value <= ours.objective_value + 1e-9 < solve(problem, "zb-v").objective_value
