@@ -38,8 +38,8 @@ def test_valid_within_the_cap_and_never_worse(p: int, v: int, extra: int, seed: 
     inst = Instance.from_problem(problem)
     izb = interleaved_zb_order(inst)
     assert _within(inst, izb)  # the cap is its peak
-    for tf, deep in TAILS:
-        got = reschedule_tail(inst, izb, tf, deep)
+    for tf, deep, f_first in TAILS:
+        got = reschedule_tail(inst, izb, tf, deep, f_first)
         if got is not None and _within(inst, got):
             finalize(problem, "interleaved-local", retime(inst, got).start, inst=inst)  # raises if invalid
     searched = local_search(inst, izb, time.perf_counter() + 2.0)
