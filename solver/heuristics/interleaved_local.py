@@ -69,15 +69,15 @@ def _fits(inst: Instance, ops: Sequence[OpId], d: int) -> bool:
     return True
 
 
-def critical_edges(inst: Instance, order: Order, start: dict[OpId, float]) -> list[tuple[int, int]]:
-    """Device edges ``(device, position of the earlier op)`` on the worst device's chain, latest first."""
-    ends = [(start[ops[-1]] + inst.cost(ops[-1]), -(start[ops[-1]] + inst.cost(ops[-1]) - start[ops[0]]), d)
+def critical_edges(inst: Instance, order: Order, start: dict[OpId, float], rank: int = 0) -> list[tuple[int, int]]:
+    """Device edges ``(device, position of the earlier op)`` on the chain of the ``rank``-th worst device
+    (0: the worst), latest first."""
+    ends = [(start[ops[-1]] + inst.cost(ops[-1]), start[ops[-1]] + inst.cost(ops[-1]) - start[ops[0]], d)
             for d, ops in enumerate(order) if ops]
-    if inst.objective == "stage_span":
-        worst = max(range(len(ends)), key=lambda k: -ends[k][1])
-    else:
-        worst = max(range(len(ends)), key=lambda k: ends[k][0])
-    d = ends[worst][2]
+    ends.sort(key=lambda e: (-e[1] if inst.objective == "stage_span" else -e[0], e[2]))
+    if rank >= len(ends):
+        return []
+    d = ends[rank][2]
     floor = start[order[d][0]] if inst.objective == "stage_span" else -math.inf
     where = {op: (dev, j) for dev, ops in enumerate(order) for j, op in enumerate(ops)}
     out: list[tuple[int, int]] = []
@@ -161,25 +161,11 @@ TAILS = tuple((tf, deep, ff) for ff in (False, True) for tf in (0, 1, 2, 3, 4, 6
 
 def improve(inst: Instance, orders: Sequence[Order], deadline: float, searched: int = 2) -> Incumbent | None:
     """The best of ``orders`` (valid, within the caps) and of their tails re-chosen by every :data:`TAILS`
-    rule; then :func:`local_search` from the ``searched`` best of those until ``deadline``."""
-    found: list[tuple[tuple[float, float], int, Order]] = []
-    for order in orders:
-        variants = [order]
-        for tf, deep, ff in TAILS:
-            if time.perf_counter() >= deadline:
-                break
-            got = reschedule_tail(inst, order, tf, deep, ff)
-            if got is not None and all(_fits(inst, ops, d) for d, ops in enumerate(got)):
-                variants.append(got)
-        for o in variants:
-            try:
-                times = simulate(inst, o)
-            except DeadlockError:
-                continue
-            found.append((order_score(inst, o, times), len(found), o))
+    rule; then :func:`local_search` from the ``searched`` best of those; then, while that helps and time is
+    left, the tails of the best order again and a search from the best of them. Until ``deadline``."""
+    found = sorted(v for k, order in enumerate(orders) for v in _variants(inst, order, deadline, k))
     if not found:
         return None
-    found.sort(key=lambda c: c[:2])
     best = Incumbent.of(inst, found[0][2])
     for _, _, o in found[:searched]:
         if time.perf_counter() >= deadline:
@@ -187,7 +173,33 @@ def improve(inst: Instance, orders: Sequence[Order], deadline: float, searched: 
         got = local_search(inst, o, deadline)
         if got.objective < best.objective - _EPS * max(1.0, best.objective):
             best = got
+    while time.perf_counter() < deadline:
+        again = min(_variants(inst, best.order, deadline, 0)[1:], default=None)
+        if again is None or again[0][0] >= best.objective - _EPS * max(1.0, best.objective):
+            break
+        got = local_search(inst, again[2], deadline)
+        if got.objective >= best.objective - _EPS * max(1.0, best.objective):
+            break
+        best = got
     return best
+
+
+def _variants(inst: Instance, order: Order, deadline: float, k: int) -> list[tuple[tuple[float, float], int, Order]]:
+    """``order`` (first) and its tails by :data:`TAILS` that fit the caps, each with its (objective,
+    makespan) at earliest times; ``k`` and the position break ties."""
+    out = []
+    for t, rule in enumerate(((-1, True, False), *TAILS)):
+        if t and time.perf_counter() >= deadline:
+            break
+        got = order if t == 0 else reschedule_tail(inst, order, *rule)
+        if got is None or (t and not all(_fits(inst, ops, d) for d, ops in enumerate(got))):
+            continue
+        try:
+            times = simulate(inst, got)
+        except DeadlockError:
+            continue
+        out.append((order_score(inst, got, times), k * 100 + t, got))
+    return out
 
 
 def _better(new: tuple[float, ...], old: tuple[float, ...]) -> bool:
