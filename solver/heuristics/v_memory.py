@@ -169,7 +169,10 @@ def vm_order(inst: Instance, policy: VMPolicy) -> Order:
 
 def deferred_w_order(inst: Instance, base: Order, w: str = "fits", hold: int | None = None,
                      jump: bool = False) -> Order:
-    """``base``'s forwards and backwards in its order on each device, its Ws re-placed by rule."""
+    """``base``'s forwards and backwards in its order on each device, its Ws re-placed by rule: a W runs
+    when more than ``hold`` wait, when memory stops the next op, or in idle time (``w`` as in
+    :class:`VMPolicy`); with ``jump`` a ready B may overtake the next op when that one is not ready or
+    does not fit. Never stuck on memory when ``base`` fits with every W right after its B."""
     p = inst.devices
     seq = [[op for op in ops if op.kind != "W"] for ops in base]
     at = [0] * p
