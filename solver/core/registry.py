@@ -29,6 +29,7 @@ _METHOD_MODULES = (
     "pipesched.solver.heuristics.classic.zb_h",
     "pipesched.solver.heuristics.classic.zb_v",
     "pipesched.solver.heuristics.v_greedy",
+    "pipesched.solver.heuristics.v_memory",
     "pipesched.solver.exact.ilp.method",
     "pipesched.solver.exact.cpsat.method",
     "pipesched.solver.portfolio.auto",
