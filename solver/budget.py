@@ -328,6 +328,17 @@ INTERLEAVED_MEMORY_S_PER_OP = 6e-5
 #: 1.9e-5 at 192-3072 ops, 14.6B profile, caps 1p and 1.5p, load average 2; rounded up for a busier
 #: machine). Its order search is charged per trial at :data:`TRIAL_S_PER_OP` (measured 2.6e-6 to 3.9e-6).
 V_MEMORY_S_PER_OP = 6e-5
+#: How many places an op may jump in one move of the interleaved order search
+#: (:mod:`pipesched.solver.heuristics.interleaved_local`): 8 beat 4 on its tuning set (mean 0.87% against
+#: 0.82% below the better of IZB and the interleaved greedy, never worse on a case).
+INTERLEAVED_LOCAL_REACH = 8
+#: Share of the nominal limit ``auto`` gives that search (a count of trials, so the answer repeats).
+#: Policy: run to its end at 60 s on the anchors' sizes (385-2753 trials at 192-1536 ops), where CP-SAT
+#: on these capped models does not improve the heuristics' best; at 10 s it stops partway on the larger ones.
+INTERLEAVED_SEARCH_SHARE = 0.3
+#: Wall seconds per op and trial of that search (one order timed, the tails' re-choosing spread over
+#: them): measured 2.1e-6 to 8.3e-6 at 192-1536 ops, unbounded runs, load about 1; rounded up.
+INTERLEAVED_TRIAL_S_PER_OP = 1e-5
 #: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
 ILP_FIRST_OPS = 48
 #: Share of the nominal seconds left after the heuristics that this ILP may use (policy: the slowest

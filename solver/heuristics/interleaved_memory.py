@@ -35,9 +35,10 @@ Measured (load 5-7): on the p = 2, m = 4 shrunk case (1.5B, cap = IZB peak) the 
 against IZB's 200.55 and the ILP's 195.41; on the anchors' 1.5B loop v2 p8 m16 case the ``deep``
 policy gives 853.51 against IZB's 854.03, far from the 828.41 target 3 needs: there most of device
 0's idle in IZB's order (75 of 121) is the warm-up wait for its first B, which the cap (16
-activations) cannot fill; 828.41 needs about 26 of the other 46 gone. With a ``deadline``
-(:mod:`.interleaved_local`: tails re-chosen, then an order search) that case reaches 841.39 in about
-3.5 s, and the other sizes' 6.2B loop v2 p8 m16 case 1405.61 against IZB's 1429.81 (load 2).
+activations) cannot fill; 828.41 needs about 26 of the other 46 gone. With ``trials``
+(:mod:`.interleaved_local`: tails re-chosen, then an order search) that case reaches 841.39 when the
+search runs to its end (about 3.5 s), and the other sizes' 6.2B loop v2 p8 m16 case 1405.61 against
+IZB's 1429.81 (load 2).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ..timing.simulate import DeadlockError
 from .classic.interleaved_zb import interleaved_zb_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
-from .interleaved_local import improve
+from .interleaved_local import Trials, improve
 
 _EPS = 1e-9
 
@@ -242,10 +243,10 @@ POLICIES = tuple(
 ) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1))
 
 
-def interleaved_candidates(inst: Instance, keep: int = 3, deadline: float | None = None) -> list[Incumbent]:
+def interleaved_candidates(inst: Instance, keep: int = 3, trials: Trials | None = None) -> list[Incumbent]:
     """The ``keep`` best orders of :data:`POLICIES` (objective, then makespan, then grid position).
-    With a ``deadline`` (a ``time.perf_counter()`` value), also :func:`.interleaved_local.improve` from
-    them and IZB's order (when within the caps) until then; its answer comes first when better."""
+    With ``trials``, also :func:`.interleaved_local.improve` from them and IZB's order (when within the
+    caps) for that many trials; its answer comes first when better."""
     if not applies(inst):
         return []
     found = []
@@ -259,14 +260,14 @@ def interleaved_candidates(inst: Instance, keep: int = 3, deadline: float | None
                                                                                     objective_value(inst, start))))
     found.sort(key=lambda c: c[:3])
     best = [c[3] for c in found[:keep]]
-    if deadline is None:
+    if trials is None:
         return best
     starts = [c.order for c in best]
     with contextlib.suppress(NotApplicableError, DeadlockError):
         izb = interleaved_zb_order(inst)
         if all(within_cap(x, cap) for x, cap in zip(peak_memory(inst, izb), inst.limit, strict=True)):
             starts.insert(0, izb)
-    got = improve(inst, starts, deadline)
+    got = improve(inst, starts, trials)
     if got is not None and (not best or got.objective < best[0].objective - slack(best[0].objective)):
         best = [got, *best][:keep]
     return best

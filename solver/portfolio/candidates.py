@@ -33,6 +33,8 @@ from ..budget import (
     FULL_MODEL_OPS,
     HEURISTIC_SHARE,
     INTERLEAVED_MEMORY_S_PER_OP,
+    INTERLEAVED_SEARCH_SHARE,
+    INTERLEAVED_TRIAL_S_PER_OP,
     RECIPE_S_PER_OP,
     RETIMED_ORDERS,
     TRIAL_S_PER_OP,
@@ -46,6 +48,7 @@ from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.tolerance import slack
+from ..heuristics.interleaved_local import Trials
 from ..heuristics.interleaved_memory import POLICIES as IL_POLICIES
 from ..heuristics.interleaved_memory import applies as il_applies
 from ..heuristics.interleaved_memory import interleaved_candidates
@@ -139,18 +142,38 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
                 continue
             spent += cost
             out = _best(out + _run(problem, inst, options, [name]))
-    il_cost = INTERLEAVED_MEMORY_S_PER_OP * inst.num_ops * len(IL_POLICIES)
-    if il_applies(inst) and spent + il_cost <= HEURISTIC_SHARE * limit:  # within the share: later phases keep theirs
-        if time.perf_counter() + il_cost > stop:
-            note_wall_cut("interleaved memory greedy")
-        else:
-            spent += il_cost
-            found = interleaved_candidates(inst, keep=RETIMED_ORDERS)
-            out = _best(out + [(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])
+    out, spent = _interleaved(inst, out, spent, limit, stop, deadline)
     out, spent = _v_memory(inst, out, spent, limit, stop, deadline)
     if (h := hint_start(inst, options.hint)) is not None:
         out = _best([*out, ("hint", h)])
     return Candidates(out, max(spent, HEURISTIC_SHARE * limit))
+
+
+def _interleaved(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, limit: float,
+                 stop: float, deadline: float) -> tuple[list[tuple[str, Incumbent]], float]:
+    """The interleaved memory greedy and its order search (loop placement, v >= 2, tight caps). Up to
+    ``FULL_MODEL_OPS`` they run whatever the grid took, as the V orders do: the search is where these
+    problems improve (CP-SAT on their capped models rarely does), and it is charged the trials it used
+    (a count, so the answer repeats; at most ``INTERLEAVED_SEARCH_SHARE`` of the limit), so a tiny
+    problem that converges at once leaves the exact phases their time. Above, the greedy alone, while it
+    fits the heuristic share."""
+    if not il_applies(inst):
+        return out, spent
+    il_cost = INTERLEAVED_MEMORY_S_PER_OP * inst.num_ops * len(IL_POLICIES)
+    large = inst.num_ops > FULL_MODEL_OPS
+    if large and spent + il_cost > HEURISTIC_SHARE * limit:
+        return out, spent
+    if time.perf_counter() + il_cost > (stop if large else deadline):
+        note_wall_cut("interleaved memory greedy")
+        return out, spent
+    per_trial = INTERLEAVED_TRIAL_S_PER_OP * inst.num_ops
+    trials = None if large else Trials(int(INTERLEAVED_SEARCH_SHARE * limit / per_trial), deadline)
+    allowed = trials.left if trials is not None else 0
+    found = interleaved_candidates(inst, keep=RETIMED_ORDERS, trials=trials)
+    if trials is not None and trials.cut:
+        note_wall_cut("interleaved order search")
+    spent += il_cost + (allowed - trials.left if trials is not None else 0) * per_trial
+    return _best(out + [(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)]), spent
 
 
 def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, limit: float,

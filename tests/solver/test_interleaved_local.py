@@ -4,9 +4,6 @@ target's family at p = 4."""
 
 from __future__ import annotations
 
-import math
-import time
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_interleaved_memory import loop_problem
@@ -16,6 +13,7 @@ from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
 from pipesched.solver.heuristics.interleaved_local import (
     TAILS,
+    Trials,
     improve,
     local_search,
     reschedule_tail,
@@ -42,12 +40,12 @@ def test_valid_within_the_cap_and_never_worse(p: int, v: int, extra: int, seed: 
         got = reschedule_tail(inst, izb, tf, deep, f_first)
         if got is not None and _within(inst, got):
             finalize(problem, "interleaved-local", retime(inst, got).start, inst=inst)  # raises if invalid
-    searched = local_search(inst, izb, time.perf_counter() + 2.0)
+    searched = local_search(inst, izb, Trials(2_000))
     assert _within(inst, searched.order)
     finalize(problem, "interleaved-local", searched.start, inst=inst)
     assert searched.objective <= retime(inst, izb).objective + 1e-6
     before = interleaved_candidates(inst, keep=1)
-    after = interleaved_candidates(inst, keep=1, deadline=time.perf_counter() + 2.0)
+    after = interleaved_candidates(inst, keep=1, trials=Trials(2_000))
     assert after and _within(inst, after[0].order)
     finalize(problem, "interleaved-local", after[0].start, inst=inst)
     assert after[0].objective <= min([retime(inst, izb).objective] + [c.objective for c in before]) + 1e-6
@@ -58,7 +56,7 @@ def test_below_izb_at_p4() -> None:
     for seed in range(3):
         inst = Instance.from_problem(loop_problem(4, 8, 2, seed))
         izb = interleaved_zb_order(inst)
-        got = improve(inst, [izb], time.perf_counter() + 5.0)
+        got = improve(inst, [izb], Trials(100_000))
         assert got is not None and _within(inst, got.order)
         assert got.objective < retime(inst, izb).objective - 1e-6, seed
 
@@ -66,10 +64,37 @@ def test_below_izb_at_p4() -> None:
 def test_search_keeps_the_microbatch_order_and_every_op() -> None:
     inst = Instance.from_problem(loop_problem(3, 6, 2, 7))
     izb = interleaved_zb_order(inst)
-    got = local_search(inst, izb, math.inf)
+    got = local_search(inst, izb, Trials(100_000))
     for before, after in zip(izb, got.order, strict=True):
         assert sorted(before) == sorted(after)
         for kind in "FBW":
             for s in {op.stage for op in before}:
                 line = [op.microbatch for op in after if op.kind == kind and op.stage == s]
                 assert line == sorted(line)
+
+
+def test_a_trial_count_makes_the_answer_repeat_and_bounds_the_work() -> None:
+    """The search stops on a count, not the clock: the same count gives the same order, a small count
+    is spent exactly (and still gives a valid order no worse than the start), and the run to its end
+    needs more trials than that."""
+    problem = loop_problem(4, 8, 2, 3)
+    inst = Instance.from_problem(problem)
+    izb = interleaved_zb_order(inst)
+    first, second = Trials(60), Trials(60)
+    a, b = improve(inst, [izb], first), improve(inst, [izb], second)
+    assert a is not None and b is not None and a.order == b.order
+    assert first.left == second.left == 0 and not first.cut
+    assert _within(inst, a.order) and a.objective <= retime(inst, izb).objective + 1e-6
+    finalize(problem, "interleaved-local", a.start, inst=inst)
+    full = Trials(100_000)
+    improve(inst, [izb], full)
+    assert 60 < 100_000 - full.left < 100_000  # it ends by itself, after more than the small count
+
+
+def test_the_wall_clock_is_only_a_net() -> None:
+    inst = Instance.from_problem(loop_problem(3, 6, 2, 1))
+    izb = interleaved_zb_order(inst)
+    trials = Trials(100_000, deadline=0.0)  # long past
+    got = improve(inst, [izb], trials)
+    assert trials.cut and trials.left == 100_000
+    assert got is not None and got.order == izb  # only the start itself was timed
