@@ -152,15 +152,14 @@ def run(args: argparse.Namespace) -> str:
         "of their last ops; its time is the calibration above (the runtime's own routine on synthetic "
         "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
-        "Predicted from layers: the schedule's makespan (layer profiles summed per stage, × the contention factor); "
-        "with more ranks than cores its order re-timed with the ranks sharing the cores this process may use, "
-        "each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``). From stages: the same "
+        "Predicted from layers: the schedule's makespan (layer profiles summed per stage, × the contention "
+        "factor, which takes every rank as always busy: ramps and bubbles have fewer). From stages: the same "
         "order re-timed with costs profiled on the whole stages, every stage of every row and candidate split of a "
         "world size in the same alternated rounds just before its replays (``runtime/profiled_split.py``), which "
         "includes what a stage costs beyond the sum of its layers. The planned split's schedule is auto's on "
         "those stage costs; its from-layers column re-times that order with layer sums. Other contention model: "
-        "the one a row does not use: the makespan × the factor where ranks outnumber cores (it takes every rank "
-        "as always busy; ramps and bubbles have fewer), the order re-timed on the cores where they do not.",
+        "the order re-timed with layer profiles (no factor) and the ranks sharing the cores this process may use, "
+        "each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``).",
         "",
         f"Previous run's error: the error column of an earlier run ({args.previous[0]}), for comparison.",
         "",
@@ -220,18 +219,15 @@ def run(args: argparse.Namespace) -> str:
         for j, (method, v, schedule, bare) in enumerate(rows):
             split = [tuple(x) for x in jobs[j][1]]
             by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
-            # more ranks than cores: the order re-timed on the machine's cores is the prediction, the
-            # uniformly scaled makespan the other model (and the other way round with a core per rank)
+            # the other contention model: the order re-timed with the ranks sharing the machine's cores
             shared = cores_makespan(from_order(bare, method, schedule.order()), usable_cores())
-            scaled, oversubscribed = schedule.makespan, p > usable_cores()
+            scaled = schedule.makespan
             preds = {"layers": scaled, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
             if schedule.problem.placement == "dual":  # the twin gradient sum after the step
                 sb = stage_bytes[tuple(split)]
                 preds = {"layers": dual_step_ms(schedule, sb, twin), "stages": dual_step_ms(by_stage, sb, twin),
                          "shared": twin_after(shared, sb, twin)}
                 preds["twin"] = preds["layers"] - scaled
-            if oversubscribed:
-                preds["layers"], preds["shared"] = preds["shared"], preds["layers"]
             cpu_problem = induced_problem(cpu_model, split, p, v, schedule.problem.placement, args.microbatches,
                                           cpu_overhead, link)
             preds["cpu"] = _busiest_work(from_order(cpu_problem, method, schedule.order()))

@@ -110,6 +110,9 @@ SNAPSHOTS: dict[str, str] = {
     "fidelity_740e914.md": "the fidelity run at commit 740e914 (load 1.8-4.0) that the DualPipe diagnosis quotes",
     "fidelity_7d38bc9.md": "the fidelity run at commit 7d38bc9 under load (8.5-8.7) whose contention calibration caught a burst",
     "scale_out_hits_eedf5ab.md": "the idle-machine cache-hit run at commit eedf5ab, before the idle cgroup (the tail it fixed)",
+    "fidelity_2dcbca2.md": "the idle fidelity run at commit 2dcbca2, whose p = 4 rows used the uniform contention factor",
+    "fidelity_c4ee85c.md": "the idle fidelity run at commit c4ee85c, whose p = 4 main column was the order re-timed on 2 cores",
+    "fidelity_drift.md": "an idle fidelity run whose layer profile ran about 40% slower than the stage profile a minute later",
 }
 
 
