@@ -151,25 +151,27 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
 
 def _interleaved(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, limit: float,
                  stop: float, deadline: float) -> tuple[list[tuple[str, Incumbent]], float]:
-    """The interleaved memory greedy and its order search (loop placement, v >= 2, tight caps). Up to
-    ``FULL_MODEL_OPS`` they run whatever the grid took, as the V orders do: the search is where these
-    problems improve (CP-SAT on their capped models rarely does), and it is charged the trials it used
-    (a count, so the answer repeats; at most ``INTERLEAVED_SEARCH_SHARE`` of the limit), so a tiny
-    problem that converges at once leaves the exact phases their time. Above, the greedy alone, while it
-    fits the heuristic share."""
+    """The interleaved memory greedy and its order search (loop placement, v >= 2, tight caps), with a
+    share of their own beside the heuristics' (``INTERLEAVED_SEARCH_SHARE``): the search is where these
+    problems improve (CP-SAT on their capped models rarely does). The greedy runs when its estimate fits
+    both shares after what the other heuristics were charged; the search gets a count of trials (so the
+    answer repeats) from what is left of them, at most its own share, up to ``FULL_MODEL_OPS``, and is
+    charged the trials it used, so a problem that converges at once leaves the exact phases their time."""
     if not il_applies(inst):
         return out, spent
     il_cost = INTERLEAVED_MEMORY_S_PER_OP * inst.num_ops * len(IL_POLICIES)
-    large = inst.num_ops > FULL_MODEL_OPS
-    if large and spent + il_cost > HEURISTIC_SHARE * limit:
+    room = (HEURISTIC_SHARE + INTERLEAVED_SEARCH_SHARE) * limit - spent - il_cost
+    if room < 0:
         return out, spent
-    if time.perf_counter() + il_cost > (stop if large else deadline):
+    net = min(deadline, stop + INTERLEAVED_SEARCH_SHARE * limit)  # the heuristics' wall net, plus this share
+    if time.perf_counter() + il_cost > net:
         note_wall_cut("interleaved memory greedy")
         return out, spent
     per_trial = INTERLEAVED_TRIAL_S_PER_OP * inst.num_ops
-    trials = None if large else Trials(int(INTERLEAVED_SEARCH_SHARE * limit / per_trial), deadline)
+    searched = inst.num_ops <= FULL_MODEL_OPS
+    trials = Trials(int(min(room, INTERLEAVED_SEARCH_SHARE * limit) / per_trial), net) if searched else None
     allowed = trials.left if trials is not None else 0
-    found = interleaved_candidates(inst, keep=RETIMED_ORDERS, trials=trials)
+    found = interleaved_candidates(inst, keep=RETIMED_ORDERS, trials=trials if allowed else None)
     if trials is not None and trials.cut:
         note_wall_cut("interleaved order search")
     spent += il_cost + (allowed - trials.left if trials is not None else 0) * per_trial
