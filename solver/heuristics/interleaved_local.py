@@ -43,6 +43,7 @@ from ..core.tolerance import within_cap
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError, simulate
 from .device_events import run_device_events
+from .swap_past_w import fits_memory
 
 _EPS = 1e-9
 
@@ -76,18 +77,6 @@ def _scores(inst: Instance, order: Order, start: dict[OpId, float]) -> tuple[flo
         end = start[ops[-1]] + inst.cost(ops[-1])
         out.append(end - start[ops[0]] if inst.objective == "stage_span" else end)
     return tuple(sorted(out, reverse=True))
-
-
-def _fits(inst: Instance, ops: Sequence[OpId], d: int) -> bool:
-    cap = inst.limit[d]
-    if not math.isfinite(cap):
-        return True
-    level = 0.0
-    for op in ops:
-        level += inst.mem(op)
-        if not within_cap(level, cap):
-            return False
-    return True
 
 
 def critical_edges(inst: Instance, order: Order, start: dict[OpId, float], rank: int = 0) -> list[tuple[int, int]]:
@@ -156,7 +145,7 @@ def local_search(inst: Instance, order: Order, trials: Trials, max_moves: int = 
         found = False
         for d, j in critical_edges(inst, cur, start):
             for ops in _moves(cur[d], j):
-                if not _fits(inst, ops, d):
+                if not fits_memory(inst, ops, d):
                     continue
                 if not trials.take():
                     spent = True
@@ -217,7 +206,7 @@ def _variants(inst: Instance, order: Order, trials: Trials, k: int) -> list[tupl
         if t and not trials.take():
             break
         got = order if t == 0 else reschedule_tail(inst, order, *rule)
-        if got is None or (t and not all(_fits(inst, ops, d) for d, ops in enumerate(got))):
+        if got is None or (t and not all(fits_memory(inst, ops, d) for d, ops in enumerate(got))):
             continue
         try:
             times = simulate(inst, got)
