@@ -98,3 +98,18 @@ def test_the_wall_clock_is_only_a_net() -> None:
     got = improve(inst, [izb], trials)
     assert trials.cut and trials.left == 100_000
     assert got is not None and got.order == izb  # only the start itself was timed
+
+
+def test_spare_trials_go_to_more_starts_and_never_make_it_worse() -> None:
+    """With trials to spare the search goes on from the next best starts: never above the two-start
+    answer, and a budget the two starts use up gives exactly that answer."""
+    inst = Instance.from_problem(loop_problem(4, 8, 2, 5))
+    izb = interleaved_zb_order(inst)
+    two, more = Trials(100_000), Trials(100_000)
+    a = improve(inst, [izb], two, spare=2)
+    b = improve(inst, [izb], more, spare=8)
+    assert a is not None and b is not None and b.objective <= a.objective + 1e-9
+    assert 100_000 - more.left >= 100_000 - two.left
+    used = 100_000 - two.left
+    short = improve(inst, [izb], Trials(used), spare=8)
+    assert short is not None and short.order == a.order
