@@ -185,10 +185,10 @@ def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, li
     the recipes do (about a second of estimate, a few tenths measured; the search's wall net is the
     method's ``deadline``); above, only while they fit what is left of the share and the heuristics'
     wall net ``stop``."""
-    trials = search_trials(inst, limit)
-    cost = inst.num_ops * (V_MEMORY_S_PER_OP * (len(VM_POLICIES) + 2) + TRIAL_S_PER_OP * trials)  # + ZB-V, deferred W
     if not vm_applies(inst):
         return out, spent
+    trials = search_trials(inst, limit)
+    cost = inst.num_ops * (V_MEMORY_S_PER_OP * (len(VM_POLICIES) + 2) + TRIAL_S_PER_OP * trials)  # + ZB-V, deferred W
     large = inst.num_ops > FULL_MODEL_OPS
     if large:
         if spent + cost > HEURISTIC_SHARE * limit:
