@@ -53,6 +53,7 @@ from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
+from .interleaved_local import Trials
 from .swap_past_w import fits_memory
 from .v_search import improve
 
@@ -272,7 +273,7 @@ def vm_candidates(inst: Instance, keep: int = 3, trials: int = 0, deadline: floa
     if trials > 0 and incs:
         starts = [c for c in incs if c[0] == "deferred-w"][:1] + [c for c in incs if c[0] != "deferred-w"][:1]
         for name, inc in starts:
-            incs.append((name + "+search", improve(inst, inc, trials // len(starts), deadline)))
+            incs.append((name + "+search", improve(inst, inc, Trials(trials // len(starts), deadline))))
         incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
     return [inc for _, inc in incs[:keep]]
 

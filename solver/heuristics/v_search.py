@@ -7,14 +7,14 @@ after timing. (1) An F or B that was ready while the device ran something its or
 just before the op that was running at its arrival, or just after it. (2) A device that ends on a
 pile of Ws deferred too far (the cool-down's gaps between returning backwards hold one W each): its
 last W moves back into the latest idle gap it can use. Each accepted move strictly improves
-``(objective, makespan)``, so the search ends; trials are counted (the deterministic budget), the
-clock is only a safety net. Memory depends only on each device's order and is checked per trial.
+``(objective, makespan)``, so the search ends; trials are counted with the shared
+:class:`~.interleaved_local.Trials` (the deterministic budget; its clock is only a safety net).
+Memory depends only on each device's order and is checked before a trial is spent.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 
 from ..budget import note_wall_cut
@@ -23,6 +23,7 @@ from ..core.schedule import Order
 from ..core.tolerance import slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
+from .interleaved_local import Trials
 from .swap_past_w import fits_memory
 
 _EPS = 1e-9
@@ -61,26 +62,20 @@ def _moves(inst: Instance, order: Order, start: Mapping[OpId, float]) -> list[Mo
     return [m for _, m in found]
 
 
-def improve(inst: Instance, inc: Incumbent, max_trials: int, deadline: float = math.inf) -> Incumbent:
-    """``inc`` after first-improvement moves (module docstring), at most ``max_trials`` timings."""
+def improve(inst: Instance, inc: Incumbent, trials: Trials) -> Incumbent:
+    """``inc`` after first-improvement moves (module docstring), one of ``trials`` per order timed."""
     order = [list(ops) for ops in inc.order]
     times = dict(inc.start)
     best = order_score(inst, order, times)
-    trials = 0
-    while trials < max_trials:
+    while trials.left > 0 and not trials.cut:
         for d, j, k in _moves(inst, order, times):
-            if trials >= max_trials:
-                break
-            if time.perf_counter() >= deadline:
-                note_wall_cut("V order search")
-                trials = max_trials
-                break
             ops = order[d]
             trial = ops[:k] + [ops[j]] + ops[k:j] + ops[j + 1:]
             if not fits_memory(inst, trial, d):
                 continue
+            if not trials.take():
+                break
             cand = order[:d] + [trial] + order[d + 1:]
-            trials += 1
             try:
                 cand_times = compact(inst, cand)
             except DeadlockError:
@@ -92,6 +87,8 @@ def improve(inst: Instance, inc: Incumbent, max_trials: int, deadline: float = m
                 break
         else:
             break  # no move improves: a local optimum
+    if trials.cut:
+        note_wall_cut("V order search")
     if best[0] >= inc.objective - slack(inc.objective):
         return inc
     return Incumbent.of(inst, order, times)

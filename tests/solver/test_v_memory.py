@@ -10,6 +10,7 @@ from pipesched.solver import Instance, NotApplicableError, Problem, SolveOptions
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.core.schedule import Schedule
 from pipesched.solver.heuristics.classic.zb_v import zb_v_order
+from pipesched.solver.heuristics.interleaved_local import Trials
 from pipesched.solver.heuristics.v_memory import (
     POLICIES,
     VMPolicy,
@@ -69,7 +70,7 @@ def test_every_order_is_valid_within_the_cap_or_cleanly_stuck(p: int, m: int, ca
 def test_the_search_never_worsens_and_keeps_the_cap() -> None:
     inst = Instance.from_problem(paper_v(4, 8, 1.0))
     start = Incumbent.of(inst, deferred_w_order(inst, zb_v_order(inst)))
-    better = improve(inst, start, 200)
+    better = improve(inst, start, Trials(200))
     assert better.objective <= start.objective and _within_cap(inst, better.order)
     assert compact(inst, better.order) == better.start
 
