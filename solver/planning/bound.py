@@ -20,8 +20,9 @@ makespan objective, the largest of:
   and its W); the Bs and Ws: ``Σ_k F_k + Σ_{k≥j} B_k + m (B + W)``; the Fs: ``r + m F + Σ_{k≥j} F_k +
   Σ_k B_k + W_0``. With a fused backward, ``B`` stands for ``B + W`` and ``W = 0``.
 - **stage windows with memory lanes** (when memory is capped and no layer holds negative memory): each
-  stage's value in the DP above is also at least its memory-lanes window (:mod:`.lanes`), least over
-  any per-layer recompute of the stage (fractional, a relaxation).
+  stage's value in the DP above is also at least its memory-lanes window and its windows with the
+  ramp and drain gaps the cap forces (:mod:`.lanes`), least over any per-layer recompute of the stage
+  (fractional, a relaxation).
 - **device windows** (v = 2): a device holds two stages, so it is busy ``m · work(d)`` after its first
   stage's head ``Σ_{k < b_d} F_k + x_d · c`` (and, fused, before the backward of the layers before it):
   ``min over splits of max_d (head_d + m · work(d) [+ tail_d])``, found by bisection on a

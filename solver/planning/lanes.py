@@ -14,14 +14,28 @@ lanes (interval graphs are perfect) and one lane holds ``ceil(m / K)`` disjoint 
 starting after the stage's head ``r`` and followed by its tail:
 ``r + ceil(m / K1) · R + max(W, x_s · c + Σ_{k<i} B_k + W_0)`` and ``r + ceil(m / K2) · (R + W)``.
 
+**Ramp and drain** (the windows with the gaps the cap forces). ``B(s, i)`` starts at least ``ρ = R −
+B`` after ``F(s, i)`` starts. Before the stage's first B starts (at ``t_B``) it can run only Fs, each
+still holding ``h1``, so at most ``K1`` of them: from its first op (``>= r``) to ``t_B`` it is idle at
+least ``ρ − K1 · F``. From its last F's start ``t_F`` the rest of its ops are that F and the B and W
+of the microbatches still holding ``h2`` at ``t_F`` (at most ``K2``), but that microbatch's B and W end
+``>= ρ + B + W`` later: idle ``>= ρ − F − (K2 − 1) (B + W)``. With ``m > K1``, ``t_F > t_B`` and the two
+gaps add to the all-ops window: ``r + m · (F + B + W) + gaps``; for the Fs-and-Bs window (the
+backward below the stage and ``W_0`` after its last B) the drain counts Bs with ``K1``:
+``r + m · (F + B) + gaps + x_s · c + Σ_{k<i} B_k + W_0``. With ``m <= K1`` the gaps may overlap: their
+larger. A stage of the 8B, s = 8k, p = 8 tight case (``benchmarks/plan.py``) that may hold 5
+microbatches 602 ms apart runs 5 Fs of 59 ms and waits 234 ms for its first B: the plan's split's
+bound rises from 5800 to the 6035 CP-SAT proves for it.
+
 **Recompute** (any subset of the stage's layers, per layer) lowers ``h`` by a layer's saving
 (plain minus recomputed delta) at the cost of its ``F`` added to ``B``: by ``x`` in total, which the
-stage's all-ops window ``r + m · (F + B + W)`` pays ``m`` times and ``R`` once. Letting layers be
-recomputed fractionally (a relaxation: the best saving for a cost ``x`` is a fractional knapsack,
-greedy by saving per cost) the stage's value is ``min_x max(window(x), lanes(x))``; between two
-values of ``K`` both grow with ``x``, so the minimum is at ``x = 0`` or at the least ``x`` reaching a
-``K`` (one per distinct ``ceil(m / K)``). Each ``h`` gives its own valid minimum; the term is the
-larger.
+windows pay ``m`` times and ``R`` once (``ρ`` not at all; the drain's Bs grow by ``x``). Letting
+layers be recomputed fractionally (a relaxation: the best saving for a cost ``x`` is a fractional
+knapsack, greedy by saving per cost, for ``h1`` and ``h2`` each; a real choice of cost ``x`` fits no
+more than either) the stage's value is ``min_x max(windows(x), lanes(x))``. Every term falls as ``K1``
+or ``K2`` grows and, with the counts fixed, grows with ``x`` (``m · x`` against at most ``(K − 1) · x``
+off a drain), so the minimum is at ``x = 0`` or at the least ``x`` reaching some ``K1`` or ``K2``: every
+count up to where the gaps vanish, and above it each new ``ceil(m / K)``.
 """
 
 from __future__ import annotations
@@ -103,11 +117,38 @@ def lane_choices(layers: list[ExpandedLayer], i: int, j: int, which: int, limit:
     return out
 
 
+def slot_choices(layers: list[ExpandedLayer], i: int, j: int, which: int, limit: float, m: int,
+                 upto: int) -> list[tuple[float, int]]:
+    """``(x, K)``: the least recompute ``x`` (fractional) at which ``K`` microbatches' holds ``which``
+    (0: until B, 1: until W) fit stage ``[i, j)`` under activation memory ``limit``, for every ``K <=
+    upto`` from the plain count up and above it each ``K`` that starts a new ``ceil(m / K)``; ``K <=
+    m``. Empty when no recompute fits one microbatch. The plain count errs upwards (the validator's
+    slack), as in :func:`lane_choices`."""
+    h0 = math.fsum(_holds(x, False)[which] for x in layers[i:j])
+    if h0 <= 0:
+        return [(0.0, m)]
+    if limit < 0:
+        return []
+    items = _sorted_items(layers, i, j, which)
+    room = cap_with_slack(limit)
+    k0 = min(m, math.floor(room / h0 * (1 + 1e-9)))
+    out: list[tuple[float, int]] = [(0.0, k0)] if k0 >= 1 else []
+    for k in range(max(k0, 0) + 1, m + 1):
+        if k > upto and math.ceil(m / k) == math.ceil(m / (k - 1)):
+            continue  # only the lanes could change, and they do not
+        x = least_cost(items, h0 - room / k * (1 + 1e-9))
+        if x == math.inf:
+            break
+        out.append((x, k))
+    return out
+
+
 def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: list[float],
                 crossings: list[int], c: float, fused: bool,
                 device_of: list[int]) -> Callable[[int, int, int], float] | None:
-    """``value(s, i, j)``: the least over recompute choices of the stage's ``max(all-ops window,
-    lanes)`` (module docstring); None when memory is unbounded or some layer can hold negative memory."""
+    """``value(s, i, j)``: the least over recompute choices of the stage's windows with their ramp and
+    drain and its lanes (module docstring); None when memory is unbounded or some layer can hold
+    negative memory."""
     if cluster.memory_per_device is None or not applies(layers):
         return None
     t, n = LayerTable(layers), len(layers)
@@ -118,34 +159,55 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
     def b(i: int, j: int) -> float:
         return t.backward_input(i, j) + (t.backward_weight(i, j) if fused else 0.0)
 
-    def choices(i: int, j: int, which: int, memory: float) -> list[tuple[float, int]]:
-        key = (i, j, which, memory)
-        if key not in cache:
-            cache[key] = lane_choices(layers, i, j, which, memory - t.static(i, j), m)
-        return cache[key]
-
     hold = [[0.0], [0.0]]  # prefix sums of h1 and h2 (plain): the quick test of whether lanes can bind
     for x in layers:
         for which in (0, 1):
             hold[which].append(hold[which][-1] + _holds(x, False)[which])
 
+    def slots(i: int, j: int, which: int, memory: float, upto: int) -> list[tuple[float, int]]:
+        key = (i, j, which, memory, upto)
+        if key not in cache:
+            cache[key] = slot_choices(layers, i, j, which, memory - t.static(i, j), m, upto)
+        return cache[key]
+
     def value(s: int, i: int, j: int) -> float:
         memory = cluster.memory(device_of[s])
-        if m * max(hold[0][j] - hold[0][i], hold[1][j] - hold[1][i]) <= memory - t.static(i, j):
-            return 0.0  # all m microbatches fit at once: one lane, no more than the chain
         r = t.forward(0, i) + release[s]
-        w = 0.0 if fused else t.backward_weight(i, j)
-        work = r + m * (t.forward(i, j) + b(i, j) + w)
+        f, bb, w = t.forward(i, j), b(i, j), 0.0 if fused else t.backward_weight(i, j)
+        up = crossings[s] * c + b(0, i) + w0  # after a B of the stage: the backward below it, W_0
         trip = t.forward(i, n) + b(i, n) + 2 * (total_x - crossings[s]) * c
-        tail = max(w, crossings[s] * c + b(0, i) + w0)
-        best = 0.0
-        for which, length, after in ((0, trip, tail), (1, trip + w, 0.0)):
-            if which == 1 and fused:
-                continue
-            options = choices(i, j, which, memory)
-            if not options:
-                return math.inf  # one microbatch does not fit this stage, recomputed or not
-            best = max(best, min(max(work + m * x, r + q * (length + x) + after) for x, q in options))
+        ramp = trip - bb  # from an F of the stage starting to its B starting, at least
+
+        def at(x: float, k1: int, k2: int) -> float:
+            """The stage's bound for recompute ``x`` with at most ``k1`` holds until B, ``k2`` until W."""
+            start = max(0.0, ramp - min(k1, m) * f)  # before its first B the stage runs <= k1 Fs
+            drain_all = max(0.0, ramp - f - (k2 - 1) * (bb + x + w))  # after its last F: <= k2 in flight
+            drain_fb = max(0.0, ramp - f - (k1 - 1) * (bb + x))
+            if k1 >= m:  # the last F may come before the first B: the two gaps may overlap
+                start, drain_all, drain_fb = 0.0, max(start, drain_all), max(start, drain_fb)
+            return max(r + m * (f + bb + x + w) + start + drain_all,
+                       r + m * (f + bb + x) + up + start + drain_fb,
+                       r + math.ceil(m / k1) * (trip + x) + max(w, up),
+                       r + math.ceil(m / k2) * (trip + x + w))
+
+        if m * max(hold[0][j] - hold[0][i], hold[1][j] - hold[1][i]) <= memory - t.static(i, j):
+            return at(0.0, m, m)  # all m microbatches fit at once
+        # above these counts no gap is left, only the lanes change (each new ceil(m / K) is kept)
+        upto = m if f <= 0 or bb <= 0 else min(m, max(math.ceil(ramp / f), math.ceil((ramp - f) / bb) + 1) + 1)
+        holds = [slots(i, j, 0, memory, upto)]
+        if not fused:
+            holds.append(slots(i, j, 1, memory, m if bb + w <= 0 else min(m, math.ceil(ramp / (bb + w)) + 2)))
+        if not all(holds):
+            return math.inf  # one microbatch does not fit this stage, recomputed or not
+
+        def count(options: list[tuple[float, int]], x: float) -> int:
+            return max(k for y, k in options if y <= x)
+
+        best = math.inf
+        for x in sorted({y for options in holds for y, _ in options}):
+            if all(options[0][0] <= x for options in holds):
+                k1 = count(holds[0], x)
+                best = min(best, at(x, k1, count(holds[1], x) if not fused else k1))
         return best
 
     return value
