@@ -140,7 +140,8 @@ def test_general_methods_schedule_dual_problems(method: str, kw: dict) -> None:
         with pytest.raises(NotApplicableError, match="above memory.limit 3"):
             solve(problem, method, None)
         return
-    schedule = solve(problem, method, None)
+    # the exact methods stop at a short limit: only validity and the bound's side are checked here
+    schedule = solve(problem, method, SolveOptions(time_limit_s=2.0) if method in ("cpsat", "ilp", "auto") else None)
     assert schedule.ops and validate(schedule) == []
     assert schedule.lower_bound is not None and schedule.lower_bound <= schedule.objective_value + 1e-9
 
