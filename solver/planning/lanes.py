@@ -24,8 +24,15 @@ gaps add to the all-ops window: ``r + m · (F + B + W) + gaps``; for the Fs-and-
 backward below the stage and ``W_0`` after its last B) the drain counts Bs with ``K1``:
 ``r + m · (F + B) + gaps + x_s · c + Σ_{k<i} B_k + W_0``. With ``m <= K1`` the gaps may overlap: their
 larger. A stage of the 8B, s = 8k, p = 8 tight case (``benchmarks/plan.py``) that may hold 5
-microbatches 602 ms apart runs 5 Fs of 59 ms and waits 234 ms for its first B: the plan's split's
-bound rises from 5800 to the 6035 CP-SAT proves for it.
+microbatches 603 ms apart runs 5 Fs of 59 ms and waits 235 ms for its first B: its window rises from
+5800 to 6035, what CP-SAT proves for that split.
+
+**Held Ws**: when the stage's last B ends, each microbatch whose W is still to run holds at least
+``hB = Σ min(dF + dB)`` (plain or recomputed: what a layer keeps between its B and its W), so at most
+``KW = floor(L / hB)`` Ws are left; the other ``m − KW`` ran before, and the backward below the stage
+and ``W_0`` follow that B: ``r + m · (F + B) + (m − KW) · W + gaps + x_s · c + Σ_{k<i} B_k + W_0``, the
+drain here ending at that B and counting Ws as work (``ρ − F − (K2 − 1) · B − K2 · W``). Ws deferred
+past the last B are what lets a late stage end with no tail; under a cap few can be.
 
 **Recompute** (any subset of the stage's layers, per layer) lowers ``h`` by a layer's saving
 (plain minus recomputed delta) at the cost of its ``F`` added to ``B``: by ``x`` in total, which the
@@ -160,9 +167,12 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
         return t.backward_input(i, j) + (t.backward_weight(i, j) if fused else 0.0)
 
     hold = [[0.0], [0.0]]  # prefix sums of h1 and h2 (plain): the quick test of whether lanes can bind
+    after_b = [0.0]  # prefix sums of the least a layer holds between its B and its W, recomputed or not
     for x in layers:
         for which in (0, 1):
             hold[which].append(hold[which][-1] + _holds(x, False)[which])
+        levels = [x.mem_forward + x.mem_backward_input] + ([x.recompute[0] + x.recompute[1]] if x.recompute else [])
+        after_b.append(after_b[-1] + min(levels))
 
     def slots(i: int, j: int, which: int, memory: float, upto: int) -> list[tuple[float, int]]:
         key = (i, j, which, memory, upto)
@@ -177,16 +187,23 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
         up = crossings[s] * c + b(0, i) + w0  # after a B of the stage: the backward below it, W_0
         trip = t.forward(i, n) + b(i, n) + 2 * (total_x - crossings[s]) * c
         ramp = trip - bb  # from an F of the stage starting to its B starting, at least
+        held = after_b[j] - after_b[i]
+        room = cap_with_slack(memory - t.static(i, j))
+        # Ws still to run when the stage's last B ends: each of their microbatches holds ``held``
+        kw = m if fused or held <= 0 else min(m, max(0, math.floor(room / held * (1 + 1e-9))))
 
         def at(x: float, k1: int, k2: int) -> float:
             """The stage's bound for recompute ``x`` with at most ``k1`` holds until B, ``k2`` until W."""
             start = max(0.0, ramp - min(k1, m) * f)  # before its first B the stage runs <= k1 Fs
             drain_all = max(0.0, ramp - f - (k2 - 1) * (bb + x + w))  # after its last F: <= k2 in flight
             drain_fb = max(0.0, ramp - f - (k1 - 1) * (bb + x))
+            drain_w = max(0.0, ramp - f - (k2 - 1) * (bb + x) - k2 * w)  # ... until its last B ends
             if k1 >= m:  # the last F may come before the first B: the two gaps may overlap
-                start, drain_all, drain_fb = 0.0, max(start, drain_all), max(start, drain_fb)
+                drain_all, drain_fb, drain_w = max(start, drain_all), max(start, drain_fb), max(start, drain_w)
+                start = 0.0
             return max(r + m * (f + bb + x + w) + start + drain_all,
                        r + m * (f + bb + x) + up + start + drain_fb,
+                       r + m * (f + bb + x) + (m - kw) * w + up + start + drain_w,
                        r + math.ceil(m / k1) * (trip + x) + max(w, up),
                        r + math.ceil(m / k2) * (trip + x + w))
 
