@@ -330,12 +330,13 @@ INTERLEAVED_MEMORY_S_PER_OP = 6e-5
 V_MEMORY_S_PER_OP = 6e-5
 #: The V tight-cap orders' second search (:mod:`pipesched.solver.heuristics.v_memory`): the interleaved
 #: critical-chain search (:func:`~pipesched.solver.heuristics.interleaved_local.local_search`) from each
-#: order found, on this many trials per trial of the first search (a count). Chosen on the V tuning set
-#: (14.6B and 28.3B, p = 4 and 8, m = 2p and 4p, caps 1p and 1.5p; 1.5B and 6.2B p = 4, m = 8) at the
-#: 10 s and 60 s counts: 0.14-0.75% lower on every 1p case but 1.5B p4 m8, 0.60% on 6.2B p4 m8 1.5p at
-#: 60 s, never higher (it only adds orders). It is not in the charge of ``auto``'s candidates (charged
-#: 1.6e-5 s per op and trial, measured 2.6e-6 to 3.9e-6 with it: the charge still covers both).
-V_LOCAL_SEARCH_SHARE = 0.5
+#: order found, on this many trials per trial of the first search (a count; more trials only ever add
+#: orders). Chosen on the V tuning set (14.6B and 28.3B, p = 4 and 8, m = 2p and 4p, caps 1p and 1.5p;
+#: 1.5B and 6.2B p = 4, m = 8) at the 10 s and 60 s counts: 0.5 gave 0.14-0.75% lower on 9 of the 10
+#: 1p cases and nothing at 1.5p; 1.0 adds 0.02-0.60% at 1.5p on 3 cases at 60 s (6.2B p4 m8: 644.61 ->
+#: 640.77), 2.0 only 0.02% more on two. It is not in the charge of ``auto``'s candidates (1.6e-5 s per op
+#: and trial of the first search; measured 1e-6 to 3e-6 per op and trial of either): the charge covers both.
+V_LOCAL_SEARCH_SHARE = 1.0
 #: How many places an op may jump in one move of the interleaved order search
 #: (:mod:`pipesched.solver.heuristics.interleaved_local`): 8 beat 4 on its tuning set (mean 0.87% against
 #: 0.82% below the better of IZB and the interleaved greedy, never worse on a case).
