@@ -60,6 +60,7 @@ from ..budget import RANK_BOUND_MAX_OPS, RANK_SPAN_MAX_WORK
 from ..core.instance import Instance, OpId
 from ..core.tolerance import cap_with_slack
 from .dual import dual_bound
+from .held_w import held_w_bound
 
 
 @dataclass(frozen=True)
@@ -337,7 +338,7 @@ def device_span_bounds(inst: Instance) -> list[float]:
 
 def makespan_lower_bound(inst: Instance) -> float:
     """Per-device subset and rank bounds with absolute heads/tails, first start + span, memory lanes."""
-    best = max(head_work_tail_bound(inst), rank_makespan_bound(inst))
+    best = max(head_work_tail_bound(inst), rank_makespan_bound(inst), held_w_bound(inst))
     spans = device_span_bounds(inst)
     by_op = {c.op: c for c in op_classes(inst)}
     for d in range(inst.devices):  # lanes start no earlier than F's head; the last op's tail follows
