@@ -416,3 +416,11 @@ PLAN_SURVIVORS_S = 1.0
 #: ``costs.overlap_fb`` when the paired CP-SAT model also applies (:mod:`pipesched.solver.portfolio.paired`);
 #: the paired search gets the rest, warm-started from the best schedule so far (policy: half each).
 PAIRED_PLAIN_SHARE = 0.5
+
+# --- the plan bound's V-turn device windows ----------------------------------------------------
+
+#: Most cells (``p (n + 1)⁴ / 4``, ``n`` expanded layers) the min-max DP of
+#: :func:`pipesched.solver.planning.v_turn_window.v_turn_devices` may visit; above it the plan bound
+#: keeps the paired device windows without the turn. 1.5M cells (8B-shaped, p = 4) take about 0.3 s;
+#: a 70B-shaped p = 16 model (190M) would take minutes (policy).
+V_TURN_MAX_CELLS = 5_000_000

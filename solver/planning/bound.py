@@ -47,6 +47,7 @@ from .induce import stage_devices
 from .lanes import lane_window
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
+from .v_turn_window import v_turn_devices
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,9 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
         paired = _paired_devices(table, cluster, m, [lambda i: 0.0] * p, split, value)
         if paired is not None and paired > value:
             value, text = paired, text + f", least busiest device work {paired / m:.6g}"
+        turn = v_turn_devices(layers, cluster, m, [lambda i: 0.0] * p, x, c)
+        if turn is not None and turn > value:
+            value, text = turn, text + f", least busiest device span with the V turn {turn:.6g}"
         return PlanBound(value, text + ")")
     fused = not cluster.split_backward
     if cluster.split_backward:
@@ -269,6 +273,8 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     paired = _paired_devices(table, cluster, m, alpha, split, max(terms.values()))
     if paired is not None:
         terms["device windows (bisection over splits)"] = paired
+    if (turn := v_turn_devices(layers, cluster, m, alpha, x, c)) is not None:
+        terms["device windows with the V turn (v_turn_window)"] = turn
     name = max(terms, key=lambda k: terms[k])
     detail = ", ".join(f"{k} {v:.6g}" for k, v in terms.items())
     return PlanBound(terms[name], f"max over splits-independent terms: {detail}; the largest is the {name}")
