@@ -26,7 +26,8 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    **bound-guided splits** (:mod:`.survivors`): the splits whose cheap bounds stay under the rules'
    best step, least relaxed-Problem bound first (splits no rule and no walk reaches): half of the first
    round, then one a round beside the moves, all of a round once no move is left.
-3. **Polish**: the best split again with half the time left, its schedule as the hint (unless proven).
+3. **Polish**: the best split again with all the nominal time left, its schedule as the hint (unless
+   proven): nothing follows it, and the wall net below, not a held-back half, absorbs an overrun.
 4. **Microbatches**: with a list of counts each gets an equal share of the time and the count with the
    least time per microbatch (``step_time / m``: layer costs are per microbatch) is kept.
 
@@ -315,7 +316,7 @@ class _Search:
             if better.step < best.step * (1 - 1e-9):
                 best, wide = better, False
         if best is not None and best.step > best.bound * (1 + 1e-9) and self.going():
-            self.solve(best, self.left() / 2, hint=best.schedule)
+            self.solve(best, self.left(), hint=best.schedule)
         return best, named
 
 
