@@ -20,7 +20,11 @@ l2)``: ``K = min(m, floor(L / l2), 1 + floor((L − dF) / l2))``.
 
 **The bound.** All ``m`` Fs and Bs of the stage and its other ``m − K`` Ws end by ``T`` and start no
 earlier than the stage's F head (or, the Bs and Ws alone, its B head), on one device:
-``T >= head(F_s) + m (F + B) + (m − K) W``; after the last B its microbatch's descendants follow:
+``T >= head(F_s) + m (F + B) + (m − K) W``. Alone on its device the stage also pays the ramp: before
+its first B starts (at least ``ρ = head(B_s) − head(F_s)`` after its first F) it can run only Fs, each
+still holding ``dF``, so at most ``K1 = floor(L / dF)`` of them, and ``T >= head(F_s) + max(m F, ρ + (m
+− K1) F) + m B + (m − K) W`` (as the plan bound's ramp, :mod:`pipesched.solver.planning.lanes`);
+after the last B its microbatch's descendants follow:
 ``makespan >= T + tail(B_s)`` (the backward below ``s`` and ``W_0``, or ``W_s``). On the 8B, s = 8k,
 p = 8 tight plan (last stage: ``dF`` 9.36, ``l2`` 5.20, ``L`` 27.89, so ``K = 4`` of 32) this is
 6206.5, the schedule ``auto`` finds; ``floor(L / l2) = 5`` alone gives ~6160.
@@ -90,7 +94,12 @@ def held_w_bound(inst: Instance) -> float:
         for s in stages:
             m = len(inst.stage_microbatches(s))
             k = owed_ws(df[s], df[s] + db[s], room, m)
-            if k < m:
-                last_b = max(head_f[s] + m * (f[s] + b[s]), head_b[s] + m * b[s]) + (m - k) * w[s]
-                best = max(best, last_b + tail[s])
+            if k >= m:
+                continue
+            fs = m * f[s]  # the Fs before the last B, from the stage's F head on
+            if len(stages) == 1 and df[s] > 0:  # the ramp: <= k1 Fs before the first B, idle otherwise
+                k1 = min(m, math.floor(room / df[s] * (1 + 1e-9)))
+                fs = max(fs, head_b[s] - head_f[s] + (m - k1) * f[s])
+            last_b = max(head_f[s] + fs + m * b[s], head_b[s] + m * b[s]) + (m - k) * w[s]
+            best = max(best, last_b + tail[s])
     return best
