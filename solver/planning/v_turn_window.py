@@ -14,8 +14,8 @@ activation room ``memory − static`` of its layers, ``dF`` a stage's summed for
 - **first B of t** (with ``dF_s > 0``, ``dF_t >= 0``): it starts ``>= t0 + G``, ``G`` the forwards of
   ``[i, n)``, the backward of ``[j, n)`` and the crossings; the forwards started by then hold at most
   ``C`` together, an ``F(t)`` is worth at most ``min(F_t, G − gap_f)`` of the window: idle ``>= G −``
-  the fractional knapsack of ``m`` each of (``F_s``, ``dF_s``) and that (``dF_t``) in ``C``, or ``−
-  floor(C / min dF) ·`` the larger worth.
+  the most ``n_s F_s + n_t ·`` that worth with ``n_s dF_s + n_t dF_t <= C`` (whole ops, at most ``m``
+  of each).
 
 Both windows lie inside ``[t0, first B or W)``, so the larger idle counts. Backward times and lags
 are the plain layers' and the least crossing (lower, so the windows are still forward-only).
@@ -73,21 +73,18 @@ def _first_f_idle(f_s: np.ndarray, gap_f: np.ndarray, cap: np.ndarray, h_s: np.n
 
 def _first_b_idle(f_s: np.ndarray, f_t: np.ndarray, gap_f: np.ndarray, window: np.ndarray, cap: np.ndarray,
                   h_s: np.ndarray, h_t: np.ndarray, m: int) -> np.ndarray:
-    """Least idle before the device's first ``B(t)``, elementwise (module docstring); 0 where a stage's
+    """Least idle before the device's first ``B(t)``, elementwise (module docstring): the forwards that
+    start in the window are whole ops, so the knapsack is over counts ``n_t`` of ``F(t)`` (each worth
+    at most ``min(F_t, G − gap_f)``) with as many ``F(s)`` as the rest of ``C`` holds; 0 where a stage's
     forward frees memory (the argument needs every forward to hold)."""
-    worth_t = np.clip(window - gap_f, 0.0, f_t)  # (where a stage frees memory, the cells are dropped)
-    safe_s, safe_t = np.where(h_s > 0, h_s, 1.0), np.where(h_t > 0, h_t, 1.0)
-    # fractional knapsack of m of each: the better worth per memory first; a free item counts m times
-    free_t = h_t <= 0
-    s_first = free_t | (f_s * safe_t >= worth_t * safe_s)
-    n_s1 = np.minimum(m, np.maximum(cap, 0.0) / safe_s)
-    n_t1 = np.where(free_t, m, np.minimum(m, np.maximum(cap - n_s1 * h_s, 0.0) / safe_t))
-    n_t2 = np.where(free_t, m, np.minimum(m, np.maximum(cap, 0.0) / safe_t))
-    n_s2 = np.minimum(m, np.maximum(cap - np.where(free_t, 0.0, n_t2 * h_t), 0.0) / safe_s)
-    frac = np.where(s_first, n_s1 * f_s + n_t1 * worth_t, n_s2 * f_s + n_t2 * worth_t)
-    least_hold = np.where(free_t | (h_s <= 0), 1.0, np.minimum(h_s, safe_t))
-    most = np.floor(np.maximum(cap, 0.0) / least_hold * (1 + REL_TOL)) * np.maximum(f_s, worth_t)
-    busy = np.where(free_t, frac, np.minimum(frac, most))
+    worth_t = np.clip(window - gap_f, 0.0, f_t)
+    room = np.maximum(cap, 0.0)
+    safe_s = np.where(h_s > 0, h_s, 1.0)
+    busy = np.zeros(np.broadcast(f_s, f_t, gap_f, window, cap, h_s, h_t).shape)
+    for n_t in range(m + 1):
+        left = room - n_t * np.maximum(h_t, 0.0)
+        n_s = np.minimum(m, np.floor(np.maximum(left, 0.0) / safe_s * (1 + REL_TOL)))
+        busy = np.where(left >= 0, np.maximum(busy, n_s * f_s + n_t * worth_t), busy)
     return np.where((h_s > 0) & (h_t >= 0), np.maximum(0.0, window - busy), 0.0)
 
 

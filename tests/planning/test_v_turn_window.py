@@ -75,6 +75,30 @@ def test_the_turn_meets_the_optimum_of_a_hand_pipeline(memory: float, m: int, ex
     assert free.value == pytest.approx(10 * m, abs=1e-3)
 
 
+def inner_heavy() -> Model:
+    """Four layers, one per stage: the middle two (device 1 under V) F 1, B 2, W 2, each holding 1
+    until its W; the outer two F 1 and B 1 or 4 (the last layer) and no memory."""
+    def layer(name: str, b: float, w: float, df: float) -> dict:
+        return {"name": name, "forward": 1, "backward_input": b, "backward_weight": w, "output": 1.0,
+                "memory": {"forward": df, "backward_input": -df / 2, "backward_weight": -df / 2}}
+
+    return Model.model_validate({"layers": [layer("a", 1, 0, 0), layer("b", 2, 2, 1), layer("c", 2, 2, 1),
+                                            layer("d", 4, 1, 0)]})
+
+
+@pytest.mark.parametrize(("memory", "expected"), [(3.0, 35.0), (2.0, 36.0)])
+def test_the_innermost_device_waits_for_its_first_b(memory: float, expected: float) -> None:
+    """Device 1 holds the adjacent stages 1 and 2 (no turn) and is busy 3 · 10 from time 1 (after
+    F(0)). Its first B waits for the forwards of stages 1-3 and B(3): 7 after its first start, and
+    only forwards, each holding 1, run before it: with memory 3 at most 3 (idle >= 4), with 2 at most
+    2 (idle >= 5). Both stay under the brute-forced optimum (36 and 46)."""
+    model = inner_heavy()
+    cluster = Cluster(devices=2, stages_per_device=2, placement="v", microbatches=3, memory_per_device=memory)
+    bound = plan_lower_bound(model.expanded(), cluster, 3)
+    assert bound.value == pytest.approx(expected, abs=1e-6), bound.derivation
+    assert bound.value <= best_without_transients(model, cluster, 3) + 1e-9
+
+
 def test_recompute_caps_the_idle_at_its_cost() -> None:
     """As above with memory 2, but the outer layers may recompute (holding 0.25): recomputing layer
     ``a`` fits every F(0) before F(3) (idle 5 - 4 = 1) and costs its F (1) on each of the 4 Bs, so the
