@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..bounds.held_w import owed_ws
 from ..core.tolerance import cap_with_slack
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
@@ -151,28 +150,6 @@ def slot_choices(layers: list[ExpandedLayer], i: int, j: int, which: int, limit:
     return out
 
 
-def owed_choices(layers: list[ExpandedLayer], i: int, j: int, limit: float, m: int,
-                 held: float) -> list[tuple[float, int]]:
-    """``(x, K)``: the least recompute ``x`` (fractional) at which stage ``[i, j)`` may owe ``K`` Ws when
-    its last B ends (:func:`pipesched.solver.bounds.held_w.owed_ws`, with ``l2 >= held`` whatever is
-    recomputed and ``dF`` at least the plain one less the best saving of cost ``x``), for every ``K`` from
-    ``1`` up to ``min(m, floor(L / held))``: ``K`` needs ``dF <= L − (K − 1) · held``. Counts err upwards."""
-    room = cap_with_slack(limit)
-    if held <= 0:
-        return [(0.0, m)]
-    h0 = math.fsum(_holds(x, False)[0] for x in layers[i:j])
-    items = _sorted_items(layers, i, j, 0)
-    out: list[tuple[float, int]] = []
-    for k in range(1, owed_ws(0.0, held, room, m) + 1):
-        x = least_cost(items, h0 - (room - (k - 1) * held) * (1 + 1e-9))
-        if x == math.inf:
-            break
-        if out and out[-1][0] == x:
-            out.pop()
-        out.append((x, k))
-    return out or [(0.0, m)]
-
-
 def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: list[float],
                 crossings: list[int], c: float, fused: bool,
                 device_of: list[int]) -> Callable[[int, int, int], float] | None:
@@ -211,8 +188,9 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
         trip = t.forward(i, n) + b(i, n) + 2 * (total_x - crossings[s]) * c
         ramp = trip - bb  # from an F of the stage starting to its B starting, at least
         held = after_b[j] - after_b[i]
-        # Ws still to run when the stage's last B ends, by recompute (module docstring)
-        owed = [(0.0, m)] if fused else owed_choices(layers, i, j, memory - t.static(i, j), m, held)
+        room = cap_with_slack(memory - t.static(i, j))
+        # Ws still to run when the stage's last B ends: each of their microbatches holds ``held``
+        kw = m if fused or held <= 0 else min(m, max(0, math.floor(room / held * (1 + 1e-9))))
 
         def at(x: float, k1: int, k2: int) -> float:
             """The stage's bound for recompute ``x`` with at most ``k1`` holds until B, ``k2`` until W."""
@@ -223,7 +201,6 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
             if k1 >= m:  # the last F may come before the first B: the two gaps may overlap
                 drain_all, drain_fb, drain_w = max(start, drain_all), max(start, drain_fb), max(start, drain_w)
                 start = 0.0
-            kw = max((k for y, k in owed if y <= x), default=m)
             return max(r + m * (f + bb + x + w) + start + drain_all,
                        r + m * (f + bb + x) + up + start + drain_fb,
                        r + m * (f + bb + x) + (m - kw) * w + up + start + drain_w,
@@ -244,7 +221,7 @@ def lane_window(layers: list[ExpandedLayer], cluster: Cluster, m: int, release: 
             return max(k for y, k in options if y <= x)
 
         best = math.inf
-        for x in sorted({y for options in [*holds, owed] for y, _ in options}):
+        for x in sorted({y for options in holds for y, _ in options}):
             if all(options[0][0] <= x for options in holds):
                 k1 = count(holds[0], x)
                 best = min(best, at(x, k1, count(holds[1], x) if not fused else k1))
