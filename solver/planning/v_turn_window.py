@@ -94,6 +94,36 @@ def v_turn_devices(layers: list[ExpandedLayer], cluster: Cluster, m: int,
     device ``d``'s head when its first stage starts at layer ``i`` (0 for a stage-span bound);
     None when not a V of two stages per device under a memory cap, or when the DP would visit more
     than :data:`V_TURN_MAX_CELLS` cells."""
+    found = _least_split(layers, cluster, m, alpha, crossings, c)
+    return None if found is None else found[0]
+
+
+def v_turn_split(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> list[int] | None:
+    """The bounds of a split attaining the makespan V-turn term (plain costs, no recompute): a split the
+    bound says nothing can beat by much, worth scheduling; None where the term is not computed."""
+    from .bound import _crossings_before  # the bound imports this module
+
+    x = _crossings_before(cluster)
+    c = min(cluster.link.time(y.output) for y in layers[:-1]) if len(layers) > 1 else 0.0
+    f = np.concatenate([[0.0], np.cumsum([y.forward for y in layers])])
+    tail = np.concatenate([[0.0], np.cumsum([y.backward_input + y.backward_weight for y in layers])])
+    fused = not cluster.split_backward
+    alpha = [lambda i, d=d: float(f[i]) + x[d] * c + (float(tail[i]) if fused else 0.0)
+             for d in range(cluster.devices)]
+    found = _least_split(layers, cluster, m, alpha, x, c)
+    if found is None:
+        return None
+    # many splits tie at the least value (blocks move between a device's two stages): of those the one
+    # whose heaviest stage is least, the one a schedule can pipeline best
+    tied = _least_split(layers, cluster, m, alpha, x, c, within=found[0] * (1 + 1e-9) + 1e-9)
+    return (tied or found)[1]
+
+
+def _least_split(layers: list[ExpandedLayer], cluster: Cluster, m: int, alpha: list[Callable[[int], float]],
+                 crossings: list[int], c: float, within: float | None = None) -> tuple[float, list[int]] | None:
+    """The min-max DP of the module docstring: its value and the bounds of a split attaining it; with
+    ``within``, over the splits whose every device value is at most that, the least heaviest stage
+    work instead."""
     p, n = cluster.devices, len(layers)
     if (cluster.placement != "v" or cluster.stages_per_device != 2 or p < 2 or n < 2 * p
             or cluster.memory_per_device is None or p * (n + 1) ** 4 // 4 > V_TURN_MAX_CELLS):
@@ -113,11 +143,13 @@ def v_turn_devices(layers: list[ExpandedLayer], cluster: Cluster, m: int,
     last = crossings[2 * p - 1]
     best = np.full((n + 1, n + 1), np.inf)
     best[0, n] = 0.0  # no device placed yet
+    back = []  # per device: the state (i, j) before it that reaches each (i', j') at least
     for d in range(p - 1):
         inner = 2 * (p - 1 - d)  # layers the inner devices need at least
         s, t = d, 2 * p - 1 - d
         head = np.array([alpha[d](i) for i in range(n + 1)])
         nxt = np.full((n + 1, n + 1), np.inf)
+        from_i, from_j = np.zeros((n + 1, n + 1), dtype=int), np.zeros((n + 1, n + 1), dtype=int)
         for i in range(n + 1):
             rows = np.isfinite(best[i])
             if not rows.any():
@@ -136,9 +168,14 @@ def v_turn_devices(layers: list[ExpandedLayer], cluster: Cluster, m: int,
                               _first_b_idle(f_s, f_t, gap_f, window, cap, h_s, h_t, m))
             idle = np.minimum(idle, m * np.minimum(least[i, i2], least[j2, j]))
             value = head[i] + m * (P[i2] - P[i] + P[j] - P[j2]) + idle
+            if within is not None:
+                value = np.where(value <= within, np.maximum(P[i2] - P[i], P[j] - P[j2]), np.inf)
             cand = np.where(ok, np.maximum(best[i, js][:, None, None], value), np.inf)
-            nxt = np.minimum(nxt, cand.min(axis=0))
+            low, arg = cand.min(axis=0), js[cand.argmin(axis=0)]
+            better = low < nxt
+            nxt, from_i, from_j = np.where(better, low, nxt), np.where(better, i, from_i), np.where(better, arg, from_j)
         best = nxt
+        back.append((from_i, from_j))
     # the innermost device: stages [i, k) and [k, j), adjacent (no turn), but its first B still waits
     # for the forwards of [i, n) and the backward of [j, n)
     i, k, j = idx[:, None, None], idx[None, :, None], idx[None, None, :]
@@ -146,8 +183,19 @@ def v_turn_devices(layers: list[ExpandedLayer], cluster: Cluster, m: int,
     window = F[n] - F[i] + B[n] - B[j] + 2 * (last - crossings[p - 1]) * c
     cap = cap_with_slack(cluster.memory(p - 1) - (ST[j] - ST[i]))
     idle = np.minimum(_first_b_idle(f_s, f_t, f_s, window, cap, h_s, h_t, m), m * least[i, j])
-    idle = np.where((i < k) & (k < j), idle, np.inf).min(axis=1)
     head = np.array([alpha[p - 1](i) for i in range(n + 1)])
-    i, j = idx[:, None], idx[None, :]
-    value = float(np.where(j - i >= 2, np.maximum(best, head[:, None] + m * (P[j] - P[i]) + idle), np.inf).min())
-    return value if math.isfinite(value) else None
+    value = np.where((i < k) & (k < j), head[i] + m * (P[j] - P[i]) + idle, np.inf)
+    if within is not None:
+        value = np.where(value <= within, np.maximum(P[k] - P[i], P[j] - P[k]), np.inf)
+    split_at, value = value.argmin(axis=1), value.min(axis=1)
+    final = np.maximum(best, value)
+    a, b = np.unravel_index(int(final.argmin()), final.shape)
+    value = float(final[a, b])
+    if not math.isfinite(value):
+        return None
+    bounds = [0] * (2 * p + 1)
+    bounds[p - 1], bounds[p], bounds[p + 1], bounds[2 * p] = int(a), int(split_at[a, b]), int(b), n
+    for d in range(p - 2, -1, -1):
+        a, b = int(back[d][0][a, b]), int(back[d][1][a, b])
+        bounds[d], bounds[2 * p - d] = a, b
+    return value, bounds

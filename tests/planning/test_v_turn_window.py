@@ -14,7 +14,7 @@ from pipesched.solver import Problem, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Model
 from pipesched.solver.planning.bound import _crossings_before, plan_lower_bound
 from pipesched.solver.planning.induce import InfeasibleSplit, induce
-from pipesched.solver.planning.v_turn_window import v_turn_devices
+from pipesched.solver.planning.v_turn_window import v_turn_devices, v_turn_split
 
 TURN = "device windows with the V turn"
 
@@ -170,3 +170,16 @@ def test_the_turn_is_skipped_where_it_does_not_apply() -> None:
                     Cluster(devices=4, microbatches=3, memory_per_device=2.0)):
         alpha = [lambda i: 0.0] * cluster.devices
         assert v_turn_devices(layers, cluster, 3, alpha, _crossings_before(cluster), 0.0) is None
+
+
+def test_the_turn_split_is_a_split() -> None:
+    """:func:`v_turn_split` (a split for the planner to try: one attaining the term, stages balanced
+    among the ties) returns contiguous non-empty stages covering the model."""
+    model = outer_heavy()
+    cluster = Cluster(devices=2, stages_per_device=2, placement="v", microbatches=3, memory_per_device=2.0)
+    assert v_turn_split(model.expanded(), cluster, 3) == [0, 1, 2, 3, 4]
+    model = v_model(random.Random(8), 6, False)
+    cluster = Cluster(devices=2, stages_per_device=2, placement="v", microbatches=4, memory_per_device=7.0)
+    bounds = v_turn_split(model.expanded(), cluster, 4)
+    assert bounds is not None and bounds[0] == 0 and bounds[-1] == 6 and len(bounds) == 5
+    assert all(a < b for a, b in itertools.pairwise(bounds))
