@@ -4,6 +4,7 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
 
 1. **Rules** (:mod:`.split`): the balanced DP, for v >= 2 the chunk-capped and device-balanced splits,
    the split the lower bound's stage windows favour (:func:`.bound.window_split`: the ramp in view),
+   under the V placement the one its V-turn term favours (:func:`.v_turn_window.v_turn_split`),
    the AdaPipe-style DP and the uniform, torchtitan and Megatron rules, and each of them that recomputes
    again with per-layer recompute (:func:`.partial.thinned`: only the layers the estimate needs); each
    distinct split is induced
@@ -91,6 +92,7 @@ from .split import (
 )
 from .sums import recompute_order, stage_sums
 from .survivors import ranked
+from .v_turn_window import v_turn_split
 
 BASELINES = ("uniform", "torchtitan", "megatron", "adapipe")
 
@@ -205,8 +207,10 @@ class _Search:
     def rules(self) -> dict[str, Split | None]:
         ctx, layers = self.ctx, self.layers
         bal = balanced(ctx)
+        turn = v_turn_split(layers, self.cluster, self.m)  # V placement under a cap, else None
         out = {"balanced": bal, "chunks": chunk_balanced(ctx), "devices": device_balanced(ctx, bal),
                "windows": ctx.with_recompute(window_split(layers, self.cluster, self.m)),
+               "turn": ctx.with_recompute(turn) if turn is not None else None,
                "adapipe": adapipe(ctx), "uniform": uniform(ctx, layers), "torchtitan": torchtitan(ctx, layers),
                "megatron": megatron(ctx, layers)}
         for name, split in list(out.items()):  # per-layer recompute: only the layers the estimate needs
