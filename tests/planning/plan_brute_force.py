@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from pipesched.solver import SolveOptions, solve
+from pipesched.solver import Problem, SolveOptions, solve
 from pipesched.solver.core.canonical import problem_key
 from pipesched.solver.planning import Cluster, Model
 from pipesched.solver.planning.induce import InfeasibleSplit, Split, induce
@@ -62,3 +62,30 @@ def best_over_splits_and_recompute(model: Model, cluster: Cluster, m: int) -> fl
     """min over every split and every per-layer recompute choice that fits memory of the optimum (or
     the bound CP-SAT proves where it does not prove one)."""
     return min(best_per_split(model, cluster, m).values())
+
+
+def best_without_transients(model: Model, cluster: Cluster, m: int, *, proven_only: bool = True) -> float:
+    """min over every split and per-layer recompute choice of the optimum CP-SAT proves for its Problem
+    with the recompute transient dropped: a relaxation (the transient only adds memory while a B runs),
+    so never above the true best, and one CP-SAT proves (with a transient the methods keep the largest
+    back and prove nothing). ``proven_only``: every Problem must be proven optimal or infeasible; else
+    an unproven one counts with the bound CP-SAT proves (below its optimum: a stricter test)."""
+    layers, best = model.expanded(), float("inf")
+    for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
+        for split in recompute_choices(layers, [0, *cuts, len(layers)]):
+            try:
+                problem = induce(layers, cluster, split, m)
+            except InfeasibleSplit:
+                continue
+            data = problem.model_dump()
+            if data.get("memory") is not None:
+                data["memory"]["backward_input_transient"] = 0.0
+            schedule = solve(Problem.model_validate(data), "cpsat", SolveOptions(time_limit_s=20))
+            if proven_only:
+                assert schedule.status in ("optimal", "infeasible"), (cuts, split.partial, schedule.status)
+            if schedule.status == "infeasible":
+                continue
+            proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
+            assert proven is not None, (cuts, split.partial, schedule.status)
+            best = min(best, proven)
+    return best

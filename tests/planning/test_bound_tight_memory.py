@@ -4,16 +4,13 @@ left to fill the round trip (the drain), whatever is recomputed; never above a b
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
-from plan_brute_force import best_over_splits_and_recompute, recompute_choices
+from plan_brute_force import best_over_splits_and_recompute, best_without_transients
 
-from pipesched.solver import Problem, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Model
-from pipesched.solver.planning.bound import plan_lower_bound
-from pipesched.solver.planning.induce import InfeasibleSplit, induce
+from pipesched.solver.planning.bound import PlanBound, plan_lower_bound
 from pipesched.solver.planning.lanes import least_cost, slot_choices
 
 
@@ -116,27 +113,20 @@ def recomputing_model(rng: random.Random, n: int, heavy_w: bool = False) -> Mode
     return Model.model_validate({"layers": layers})
 
 
-def best_without_transients(model: Model, cluster: Cluster, m: int) -> float:
-    """min over every split and per-layer recompute choice of the proven optimum of its Problem with
-    the recompute transient dropped: a relaxation (the transient only adds memory while a B runs), so
-    never above the true best, and one CP-SAT proves (with a transient the methods keep the largest
-    back and prove nothing, and their proven bounds can be weaker than the plan bound)."""
-    layers, best = model.expanded(), float("inf")
-    for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
-        bounds = [0, *cuts, len(layers)]
-        for split in recompute_choices(layers, bounds):
-            try:
-                problem = induce(layers, cluster, split, m)
-            except InfeasibleSplit:
-                continue
-            data = problem.model_dump()
-            if data.get("memory") is not None:
-                data["memory"]["backward_input_transient"] = 0.0
-            schedule = solve(Problem.model_validate(data), "cpsat", SolveOptions(time_limit_s=20))
-            assert schedule.status in ("optimal", "infeasible"), (bounds, split.partial, schedule.status)
-            if schedule.status == "optimal":
-                best = min(best, schedule.objective_value)
-    return best
+def _bound_under_the_brute_force(seed: int, heavy_w: bool, p: int, n: int, m: int, memory: float, latency: float,
+                                 split: bool, exact: bool) -> tuple[Model, Cluster, PlanBound]:
+    """The plan bound of a random recomputing model, checked under the brute-forced optimum (and equal
+    to it when ``exact``)."""
+    model = recomputing_model(random.Random(seed), n, heavy_w)
+    cluster = Cluster(devices=p, microbatches=m, memory_per_device=memory, link={"latency": latency},
+                      split_backward=split)
+    best = best_without_transients(model, cluster, m)
+    assert best < float("inf")
+    bound = plan_lower_bound(model.expanded(), cluster, m)
+    assert bound.value <= best + 1e-9, bound.derivation
+    if exact:
+        assert bound.value == pytest.approx(best, abs=1e-6)
+    return model, cluster, bound
 
 
 TIGHT_CASES = [  # seed, heavy W, devices, layers, microbatches, memory, latency, split backward, exact:
@@ -154,15 +144,7 @@ TIGHT_CASES = [  # seed, heavy W, devices, layers, microbatches, memory, latency
 @pytest.mark.parametrize("case", TIGHT_CASES)
 def test_the_bound_holds_over_every_split_and_recompute_choice_when_recompute_is_needed(case: tuple) -> None:
     seed, heavy_w, p, n, m, memory, latency, split, exact = case
-    model = recomputing_model(random.Random(seed), n, heavy_w)
-    cluster = Cluster(devices=p, microbatches=m, memory_per_device=memory, link={"latency": latency},
-                      split_backward=split)
-    best = best_without_transients(model, cluster, m)
-    assert best < float("inf")
-    bound = plan_lower_bound(model.expanded(), cluster, m)
-    assert bound.value <= best + 1e-9, bound.derivation
-    if exact:
-        assert bound.value == pytest.approx(best, abs=1e-6)
+    model, cluster, bound = _bound_under_the_brute_force(seed, heavy_w, p, n, m, memory, latency, split, exact)
     free = plan_lower_bound(model.expanded(), cluster.model_copy(update={"memory_per_device": None}), m)
     assert bound.value > free.value  # the cap is felt
 
@@ -195,11 +177,4 @@ OWED_CASES = [  # seed, heavy W, devices, layers, microbatches, memory, latency,
 @pytest.mark.parametrize("case", OWED_CASES)
 def test_the_owed_w_count_holds_over_every_split_and_recompute_choice(case: tuple) -> None:
     seed, heavy_w, p, n, m, memory, latency, exact = case
-    model = recomputing_model(random.Random(seed), n, heavy_w)
-    cluster = Cluster(devices=p, microbatches=m, memory_per_device=memory, link={"latency": latency})
-    best = best_without_transients(model, cluster, m)
-    assert best < float("inf")
-    bound = plan_lower_bound(model.expanded(), cluster, m)
-    assert bound.value <= best + 1e-9, bound.derivation
-    if exact:
-        assert bound.value == pytest.approx(best, abs=1e-6)
+    _bound_under_the_brute_force(seed, heavy_w, p, n, m, memory, latency, True, exact)

@@ -8,12 +8,10 @@ import itertools
 import random
 
 import pytest
-from plan_brute_force import recompute_choices
+from plan_brute_force import best_without_transients as plan_best_without_transients
 
-from pipesched.solver import Problem, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Model
 from pipesched.solver.planning.bound import _crossings_before, plan_lower_bound
-from pipesched.solver.planning.induce import InfeasibleSplit, induce
 from pipesched.solver.planning.v_turn_window import v_turn_devices, v_turn_split
 
 TURN = "device windows with the V turn"
@@ -35,26 +33,8 @@ def outer_heavy(memory_forward: float = 1.0, recompute: bool = False) -> Model:
 
 
 def best_without_transients(model: Model, cluster: Cluster, m: int) -> float:
-    """min over every split and per-layer recompute choice of the optimum CP-SAT proves for its Problem
-    with the recompute transient dropped (a relaxation: never above the true best; with a transient
-    CP-SAT proves nothing), or where it proves no optimum, the bound it proves (a stricter test)."""
-    layers, best = model.expanded(), float("inf")
-    for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
-        for split in recompute_choices(layers, [0, *cuts, len(layers)]):
-            try:
-                problem = induce(layers, cluster, split, m)
-            except InfeasibleSplit:
-                continue
-            data = problem.model_dump()
-            if data.get("memory") is not None:
-                data["memory"]["backward_input_transient"] = 0.0
-            schedule = solve(Problem.model_validate(data), "cpsat", SolveOptions(time_limit_s=20))
-            if schedule.status == "infeasible":
-                continue
-            proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
-            assert proven is not None, (cuts, split.partial, schedule.status)
-            best = min(best, proven)
-    return best
+    """The brute force of :mod:`plan_brute_force`, an unproven Problem counted with its proven bound."""
+    return plan_best_without_transients(model, cluster, m, proven_only=False)
 
 
 @pytest.mark.parametrize(("memory", "m", "expected"), [(3.0, 3, 33.0), (3.0, 4, 43.0), (2.0, 3, 34.0),
