@@ -5,14 +5,17 @@ The closed loop of the cost model. A small decoder-only transformer
 distinct layer once, one thread), the fixed per-op cost (:func:`op_overhead`) is taken out of every
 layer and added once per op together with the executor's own dispatch cost per op
 (:func:`profile_dispatch`), the link between two gloo ranks is measured by ping-pong
-(:func:`profile_link`), and the contention factor (:func:`contention_factor`: a fixed kernel timed
-on every rank at once against each rank alone; about p / cores when ranks outnumber cores), all with
-``p`` ranks running, by calibration runs that replay none of the reported schedules. The uniform
-layer split over ``S = p × v`` stages then induces a Problem (stage costs = sums of layer costs ×
-the contention factor + the per-op cost; ``comm = latency + output / bandwidth``); each method
-solves it and the schedule is replayed on ``p`` gloo ranks (one thread each).
+(:func:`profile_link`), the contention factor (:func:`contention_factor`: a fixed kernel timed on
+every rank at once against each rank alone) and the slowdown curve (:func:`slowdown_curve`: a
+block's forward and backward on k ranks at once against alone, for every k), all with ``p`` ranks
+running, by calibration runs that replay none of the reported schedules. The uniform layer split
+over ``S = p × v`` stages then induces a Problem (stage costs = sums of layer costs × the contention
+factor + the per-op cost; ``comm = latency + output / bandwidth``); each method solves it and the
+schedule is replayed on ``p`` gloo ranks (one thread each).
 
-Predicted step = the schedule's makespan; measured = the fastest of ``--steps`` steps (max over
+Predicted step = the schedule's order re-timed with the layer sums + per-op cost, each op slowed by
+the curve's value for the number of ranks busy while it runs (ramps and bubbles leave fewer ranks
+competing than the all-busy factor assumes); measured = the fastest of ``--steps`` steps (max over
 ranks). Bubbles: predicted ``bubble_ratio``; measured ``1 − Σ busy / (p × step)``. Targets (issue
 11, on an idle 2-core machine): ``|measured − predicted| / measured ≤ 15%`` on every row, and the
 order of methods by predicted step equals the measured order wherever predictions differ by > 10%.
@@ -35,13 +38,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from itertools import combinations
 from pathlib import Path
 
 import torch
 
-from pipesched.runtime.contention import contention_factor
+from pipesched.runtime.contention import contention_factor, slowdown_curve
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
 from pipesched.runtime.profile_layers import (
@@ -52,8 +54,7 @@ from pipesched.runtime.profile_layers import (
     profile_link,
 )
 from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split, shared_cores_score
-from pipesched.runtime.shared_cores import cores_makespan, usable_cores
-from pipesched.runtime.split_backward import backward_input
+from pipesched.runtime.shared_cores import curve_makespan, usable_cores
 from pipesched.runtime.transformer import (
     TinyTransformer,
     config_dict,
@@ -75,6 +76,7 @@ from pipesched.solver import (
 from pipesched.solver.planning import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fidelity_depth import depth_table  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "fidelity.md"
@@ -85,11 +87,18 @@ TARGET_ERROR = 0.15
 ORDER_MARGIN = 0.10
 
 
-def _machine_rank(rank: int, world: int) -> tuple[LinkProfile, float, float, LinkProfile]:
-    """The link (ranks 0 and 1), the executor's fixed cost per op, the contention factor and the
-    twin gradient sum of a dual placement (every pair at once), with ``world`` ranks running."""
+def _machine_rank(rank: int, world: int, cfg: dict, microbatch_size: int
+                  ) -> tuple[LinkProfile, float, float, LinkProfile, list[float]]:
+    """The link (ranks 0 and 1), the executor's fixed cost per op, the contention factor, the twin
+    gradient sum of a dual placement (every pair at once) and the slowdown curve (a block's forward
+    and backward on k ranks at once against alone, k = 1 .. world), with ``world`` ranks running."""
     link = profile_link()
-    return link, profile_dispatch(latency_ms=link.latency_ms), contention_factor(), profile_twin_sum()
+    config = TinyTransformer(**cfg)
+    block = transformer_layers(config)[1]
+    h = torch.randn(microbatch_size, config.seq, config.hidden, generator=torch.Generator().manual_seed(rank),
+                    requires_grad=True)
+    curve = slowdown_curve(lambda: block(h).sum().backward())
+    return (link, profile_dispatch(latency_ms=link.latency_ms), contention_factor(), profile_twin_sum(), curve)
 
 
 def induced_problem(model: Model, split: list[tuple[int, int]], devices: int, v: int, placement: str,
@@ -152,14 +161,15 @@ def run(args: argparse.Namespace) -> str:
         "of their last ops; its time is the calibration above (the runtime's own routine on synthetic "
         "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
-        "Predicted from layers: the schedule's makespan (layer profiles summed per stage, × the contention "
-        "factor, which takes every rank as always busy: ramps and bubbles have fewer). From stages: the same "
-        "order re-timed with costs profiled on the whole stages, every stage of every row and candidate split of a "
-        "world size in the same alternated rounds just before its replays (``runtime/profiled_split.py``), which "
-        "includes what a stage costs beyond the sum of its layers. The planned split's schedule is auto's on "
-        "those stage costs; its from-layers column re-times that order with layer sums. Other contention model: "
-        "the order re-timed with layer profiles (no factor) and the ranks sharing the cores this process may use, "
-        "each of k busy ranks running at min(1, cores / k) (``runtime/shared_cores.py``).",
+        "Predicted from layers: the schedule's order re-timed with layer profiles summed per stage + the per-op "
+        "cost, each op slowed by the measured slowdown for the number of ranks busy while it runs (the curve "
+        "above: a block's forward and backward on k ranks at once against alone; ``runtime/shared_cores.py``, "
+        "``curve_makespan``). From stages: the same with costs profiled on the whole stages, every stage of every "
+        "row and candidate split of a world size in the same alternated rounds just before its replays "
+        "(``runtime/profiled_split.py``), which includes what a stage costs beyond the sum of its layers. The "
+        "planned split's schedule is auto's on those stage costs, ranked by the same curve re-timing; its "
+        "from-layers column re-times that order with layer sums. Other contention model: the solved schedule's "
+        "makespan with every op × the contention factor (all ranks always busy).",
         "",
         f"Previous run's error: the error column of an earlier run ({args.previous[0]}), for comparison.",
         "",
@@ -184,8 +194,8 @@ def run(args: argparse.Namespace) -> str:
     for p in args.worlds:
         rows = []
         jobs = []
-        machine[p] = run_ranks(_machine_rank, p, timeout_s=args.timeout)[0].value
-        link, dispatch, contention, twin = machine[p]
+        machine[p] = run_ranks(_machine_rank, p, config_dict(cfg), args.microbatch_size, timeout_s=args.timeout)[0].value
+        link, dispatch, contention, twin, curve = machine[p]
         per_op = tuple(t + dispatch for t in overhead)
         splits = [even_split(len(layers), p if placement == "dual" else p * v) for _, v, placement in METHODS]
         # the split chosen on whole-stage profiles; every row's stages profiled in the same alternated rounds
@@ -193,7 +203,7 @@ def run(args: argparse.Namespace) -> str:
                                link=link.link(), dispatch_ms=dispatch, contention=contention, model=model,
                                time_limit_s=args.split_time_limit, rounds=args.repeats,
                                extra_segments=[seg for sp in splits for seg in sp],
-                               score=shared_cores_score(cores=usable_cores()) if p > usable_cores() else None)
+                               score=shared_cores_score(curve=curve))
         # layers again, just before this world's solves and replays: the machine's speed drifts
         model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead,
                                repeats=args.repeats, warmup=2)
@@ -218,16 +228,17 @@ def run(args: argparse.Namespace) -> str:
         measured = []
         for j, (method, v, schedule, bare) in enumerate(rows):
             split = [tuple(x) for x in jobs[j][1]]
-            by_stage = _retimed(schedule, stage_costs[tuple(split)], dispatch, contention)
-            # the other contention model: the order re-timed with the ranks sharing the machine's cores
-            shared = cores_makespan(from_order(bare, method, schedule.order()), usable_cores())
-            scaled = schedule.makespan
-            preds = {"layers": scaled, "stages": by_stage.makespan, "shared": shared, "twin": 0.0}
+            # the prediction: the order re-timed with layer sums + per-op cost, each of k busy ranks slowed
+            # by the measured curve; from stages: the same with whole-stage profiles; the other model: the
+            # solved schedule's makespan, every op × the all-busy contention factor
+            by_curve = curve_makespan(from_order(bare, method, schedule.order()), curve)
+            by_stage = curve_makespan(_retimed(schedule, stage_costs[tuple(split)], dispatch, 1.0), curve)
+            preds = {"layers": by_curve, "stages": by_stage, "shared": schedule.makespan, "twin": 0.0}
             if schedule.problem.placement == "dual":  # the twin gradient sum after the step
                 sb = stage_bytes[tuple(split)]
-                preds = {"layers": dual_step_ms(schedule, sb, twin), "stages": dual_step_ms(by_stage, sb, twin),
-                         "shared": twin_after(shared, sb, twin)}
-                preds["twin"] = preds["layers"] - scaled
+                preds = {"layers": twin_after(by_curve, sb, twin), "stages": twin_after(by_stage, sb, twin),
+                         "shared": dual_step_ms(schedule, sb, twin)}
+                preds["twin"] = preds["layers"] - by_curve
             cpu_problem = induced_problem(cpu_model, split, p, v, schedule.problem.placement, args.microbatches,
                                           cpu_overhead, link)
             preds["cpu"] = _busiest_work(from_order(cpu_problem, method, schedule.order()))
@@ -242,18 +253,19 @@ def run(args: argparse.Namespace) -> str:
     lines[at] = lines[at].replace("MACHINE", "; ".join(
         f"p = {p}: link latency {lk.latency_ms * 1e3:.0f} µs, bandwidth "
         + (f"{lk.gib_per_ms * 1e3:.2f} GiB/s" if lk.gib_per_ms else "not measurable (flat)")
-        + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute, twin gradient sum "
+        + f", executor dispatch {d:.3f} ms per op, contention × {c:.2f} on compute (slowdown with k ranks busy: "
+        + " / ".join(f"{x:.2f}" for x in cv) + "), twin gradient sum "
         + (f"{tw.latency_ms:.2f} ms + {1 / (tw.gib_per_ms * 1e3):.3f} s per GiB" if tw.gib_per_ms else f"{tw.latency_ms:.2f} ms")
-        for p, (lk, d, c, tw) in machine.items()))
+        for p, (lk, d, c, tw, cv) in machine.items()))
     lines += ["", "Layers re-profiled just before each world size's solves and replays (ms, as above):", ""]
     lines += [f"- {x}" for x in reprofiled] + ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
-    lines += _depth_table(layers, x, args.depth_rounds)
+    lines += depth_table(layers, x, args.depth_rounds)
     lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain). The split is "
               "chosen by ``runtime/profiled_split.py``: every contiguous segment a candidate split uses is profiled "
               "as one stage in alternated rounds (median per op), each candidate's Problem (× the contention factor, "
-              "+ dispatch, comm from the link) is solved by auto and the least makespan wins (with more ranks than cores: "
-              "the least makespan re-timed with cores shared); the uniform split's "
+              "+ dispatch, comm from the link) is solved by auto, and the least step re-timed with the slowdown curve "
+              "wins; the uniform split's "
               "schedule is auto's on the same profile. Both are replayed alternately, one job each per round, "
               "so a change of machine speed hits both alike; the measured gain is the median of the per-round "
               "differences. The verdict is given in ms and as a fraction of the uniform split's step (a uniform error of "
@@ -317,35 +329,6 @@ def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: floa
     return from_order(problem, schedule.method, order)
 
 
-def _depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) -> list[str]:
-    """Per-layer F / B / W of a stage of 1 block and of every block, measured alternately (so load
-    hits both alike): whether a stage costs the sum of its layers' profiles, as the model assumes."""
-    blocks = layers[1:-1]
-    depths = sorted({1, len(blocks)})
-    times: dict[int, list[tuple[float, float, float]]] = {k: [] for k in depths}
-    h = layers[0](x).detach()
-    for r in range(rounds + 2):
-        for k in depths:
-            stage = torch.nn.Sequential(*blocks[:k])
-            xi = h.detach().requires_grad_(True)
-            t0 = time.perf_counter()
-            y = stage(xi)
-            t1 = time.perf_counter()
-            _, job = backward_input([y], [torch.ones_like(y)], [xi], list(stage.parameters()))
-            t2 = time.perf_counter()
-            job.run()
-            t3 = time.perf_counter()
-            if r >= 2:  # warm-up rounds
-                times[k].append((1e3 * (t1 - t0) / k, 1e3 * (t2 - t1) / k, 1e3 * (t3 - t2) / k))
-    out = ["", "Cost per block when a stage holds k blocks (median of alternated runs, one thread); the model "
-           "assumes a stage costs the sum of its layers, i.e. equal rows:", "",
-           "| k blocks per stage | F per block (ms) | B per block (ms) | W per block (ms) |", "|---|---|---|---|"]
-    for k in depths:
-        f, b, w = (statistics.median(t[i] for t in times[k]) for i in range(3))
-        out.append(f"| {k} | {f:.3f} | {b:.3f} | {w:.3f} |")
-    return out
-
-
 def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: ProfiledSplit, main: list[dict]) -> str:
     """The planned split against the uniform one (auto's schedules on one whole-stage profile), replayed
     alternately for ``--pair-rounds`` rounds (a job's step: its fastest of ``--steps``): predicted and per-round
@@ -356,7 +339,7 @@ def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: Profi
     gain_p = pred_u - pred_p
     head = (f"p = {p}: split {found.split}, the least of {len(found.candidates)} "
             f"{'splits (all)' if found.enumerated else 'planner candidates'}"
-            f"{' (ranked with cores shared: p > cores)' if p > usable_cores() else ''}; predicted {pred_p:.2f} ms "
+            f" (ranked by the slowdown-curve re-timing); predicted {pred_p:.2f} ms "
             f"against uniform {pred_u:.2f} ms, gain {gain_p:.2f} ms ({100 * gain_p / pred_u:+.1f}%)")
     if found.split == uniform:
         return head + ": the uniform split itself"

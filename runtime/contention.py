@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -59,3 +60,51 @@ def contention_factor(group: dist.ProcessGroup | None = None, size: int = 192, r
     ratio = torch.tensor([statistics.median(ratios)], dtype=torch.float64)
     dist.all_reduce(ratio, group=group)
     return max(1.0, float(ratio.item()) / world)
+
+
+def _op_ms(op: Callable[[], object], repeats: int, warmup: int, block_ms: float) -> float:
+    """Median wall time of ``repeats`` blocks of ``op``; a block repeats ``op`` for about ``block_ms``
+    (longer than a scheduler slice, as in :func:`_kernel_ms`), the count fixed by the warm-up's timing
+    and passed back so every timing of this rank uses the same block."""
+    t0 = time.perf_counter()
+    for _ in range(max(1, warmup)):
+        op()
+    each = 1e3 * (time.perf_counter() - t0) / max(1, warmup)
+    count = max(1, round(block_ms / max(each, 1e-6)))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            op()
+        times.append(1e3 * (time.perf_counter() - t0) / count)
+    return statistics.median(times)
+
+
+def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = None, repeats: int = 5,
+                   warmup: int = 2, rounds: int = 3, block_ms: float = 60.0) -> list[float]:
+    """``curve[k - 1]``: how much longer ``op`` (a real stage op, e.g. a block's forward and backward)
+    takes on each of ``k`` ranks running it at once than on one rank alone, for ``k = 1 .. world``;
+    every rank of ``group`` calls this and gets the same list.
+
+    Why a curve and not one factor: a pipeline rarely has every rank busy. In its ramps and bubbles
+    fewer compete, and the slowdown with ``k`` busy ranks is neither 1 nor the all-busy factor; nor is
+    it ``k / cores`` on a virtual machine whose vCPUs slow each other. Re-timing a schedule with the
+    measured slowdown for each count of busy ranks (:func:`pipesched.runtime.shared_cores.curve_makespan`)
+    covers both. Alone and together alternate in ``rounds``, as in :func:`contention_factor`."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    per_k: list[list[float]] = [[] for _ in range(world)]
+    for _ in range(max(1, rounds)):
+        alone = 0.0
+        for r in range(world):  # each rank alone in turn
+            dist.barrier(group)
+            if rank == r:
+                alone = _op_ms(op, repeats, warmup, block_ms)
+        for k in range(2, world + 1):  # ranks 0 .. k - 1 at once
+            dist.barrier(group)
+            together = _op_ms(op, repeats, warmup, block_ms) if rank < k else alone
+            per_k[k - 1].append(together / alone)
+        per_k[0].append(1.0)
+    mine = torch.tensor([statistics.median(x) for x in per_k], dtype=torch.float64)
+    dist.all_reduce(mine, group=group)
+    # rank r took part in levels k > r: the mean over the k ranks that ran at level k
+    return [1.0] + [max(1.0, (float(mine[k - 1]) - (world - k)) / k) for k in range(2, world + 1)]

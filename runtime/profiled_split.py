@@ -83,21 +83,25 @@ class ProfiledSplit:
         return next(ms for cand, ms in self.candidates if cand == key)
 
 
-def shared_cores_score(contention: float | None = None, *, cores: float | None = None
-                       ) -> Callable[[Schedule, Costs], float]:
-    """A ``score`` for :func:`profiled_split` when ranks outnumber cores: the candidate's schedule re-timed
-    with its p ranks sharing ``cores`` cores, or p / ``contention`` (:mod:`.shared_cores`)."""
+def shared_cores_score(contention: float | None = None, *, cores: float | None = None,
+                       curve: Sequence[float] | None = None) -> Callable[[Schedule, Costs], float]:
+    """A ``score`` for :func:`profiled_split` when ranks share cores: the candidate's schedule re-timed
+    with its p ranks sharing ``cores`` cores, or p / ``contention``, or each of k busy ranks slowed by
+    the measured ``curve[k - 1]`` (:mod:`.shared_cores`)."""
     from pipesched.solver import from_order
 
-    from .shared_cores import cores_makespan
+    from .shared_cores import cores_makespan, curve_makespan
 
-    if (contention is None) == (cores is None):
-        raise ValueError("give exactly one of contention and cores")
+    if sum(x is not None for x in (contention, cores, curve)) != 1:
+        raise ValueError("give exactly one of contention, cores and curve")
 
     def score(schedule: Schedule, costs: Costs) -> float:
         bare = Problem.model_validate({**schedule.problem.model_dump(), "costs": costs.model_dump()})
+        order = from_order(bare, schedule.method, schedule.order())
+        if curve is not None:
+            return curve_makespan(order, curve)
         shared = cores if cores is not None else schedule.problem.devices / contention  # type: ignore[operator]
-        return cores_makespan(from_order(bare, schedule.method, schedule.order()), shared)
+        return cores_makespan(order, shared)
 
     return score
 

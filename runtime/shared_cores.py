@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 
 from pipesched.solver.core.instance import Instance, OpId
 from pipesched.solver.core.schedule import Schedule
@@ -49,6 +50,21 @@ def cores_makespan(schedule: Schedule, cores: float) -> float:
     each of ``k`` busy ranks running at ``min(1, cores / k)``."""
     if not cores > 0 or not math.isfinite(cores):
         raise ValueError(f"cores must be a finite number > 0 (got {cores})")
+    return _replay(schedule, lambda k: min(1.0, cores / k))
+
+
+def curve_makespan(schedule: Schedule, slowdown: Sequence[float]) -> float:
+    """The makespan of ``schedule``'s per-device order when each of ``k`` busy ranks runs
+    ``slowdown[k - 1]`` times slower than alone (a measured curve,
+    :func:`pipesched.runtime.contention.slowdown_curve`; the last entry for larger ``k``)."""
+    if not slowdown or any(not (x >= 1.0 and math.isfinite(x)) for x in slowdown):
+        raise ValueError(f"slowdown must be finite factors >= 1, one per count of busy ranks (got {list(slowdown)})")
+    return _replay(schedule, lambda k: 1.0 / slowdown[min(k, len(slowdown)) - 1])
+
+
+def _replay(schedule: Schedule, speed_of: Callable[[int], float]) -> float:
+    """Event-by-event replay of the per-device order, each running op at ``speed_of(k)`` while ``k``
+    ops run."""
     inst = Instance.from_problem(schedule.problem)
     p = inst.devices
     order = schedule.order()
@@ -74,7 +90,7 @@ def cores_makespan(schedule: Schedule, cores: float) -> float:
                 waits.append(ready)
         if not running and not waits:
             raise ValueError("the schedule's order deadlocks: no op can start")
-        speed = min(1.0, cores / len(running)) if running else 1.0
+        speed = speed_of(len(running)) if running else 1.0
         step = min([rem / speed for _, rem in running.values()] + [w - t for w in waits])
         t += step
         for d, (op, rem) in list(running.items()):

@@ -1,4 +1,5 @@
-"""The contention factor: one calibration figure per group, every rank agreeing, never below 1."""
+"""The contention factor and the slowdown curve: one calibration per group, every rank agreeing, never
+below 1."""
 
 from __future__ import annotations
 
@@ -19,3 +20,19 @@ def test_every_rank_gets_the_same_factor_of_at_least_one() -> None:
     values = [r.value for r in run_ranks(_contention_rank, 3, timeout_s=GROUP_TIMEOUT_S)]
     assert values[0] == values[1] == values[2]  # all-reduced: one answer for the group
     assert math.isfinite(values[0]) and values[0] >= 1.0
+
+
+def _curve_rank(rank: int, world: int) -> list[float]:
+    import torch
+
+    from pipesched.runtime.contention import slowdown_curve
+
+    a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
+    return slowdown_curve(lambda: a @ a, repeats=2, warmup=1, rounds=1, block_ms=5.0)
+
+
+def test_every_rank_gets_the_same_curve_one_entry_per_count_of_busy_ranks() -> None:
+    values = [r.value for r in run_ranks(_curve_rank, 3, timeout_s=GROUP_TIMEOUT_S)]
+    assert values[0] == values[1] == values[2]  # all-reduced: one answer for the group
+    assert len(values[0]) == 3 and values[0][0] == 1.0
+    assert all(math.isfinite(x) and x >= 1.0 for x in values[0])

@@ -126,11 +126,16 @@ def test_a_score_ranks_the_solved_candidates() -> None:
     assert shared_cores_score(2.0)(found.schedule, found.schedule.problem.costs) > found.schedule.makespan
 
 
-def test_shared_cores_score_takes_a_factor_or_a_core_count_not_both() -> None:
+def test_shared_cores_score_takes_a_factor_a_core_count_or_a_curve_only_one() -> None:
     schedule = solve(Problem(devices=4, microbatches=4), "1f1b")
     by_factor, by_cores = shared_cores_score(2.0), shared_cores_score(cores=2)
-    assert by_factor(schedule, schedule.problem.costs) == pytest.approx(by_cores(schedule, schedule.problem.costs))
+    by_curve = shared_cores_score(curve=[1.0, 1.0, 1.5, 2.0])  # the ideal curve of two cores
+    costs = schedule.problem.costs
+    assert by_factor(schedule, costs) == pytest.approx(by_cores(schedule, costs))
+    assert by_curve(schedule, costs) == pytest.approx(by_cores(schedule, costs))
     with pytest.raises(ValueError, match="exactly one"):
         shared_cores_score(2.0, cores=2)
+    with pytest.raises(ValueError, match="exactly one"):
+        shared_cores_score(cores=2, curve=[1.0, 2.0])
     with pytest.raises(ValueError, match="exactly one"):
         shared_cores_score()

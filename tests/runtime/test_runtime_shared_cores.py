@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pipesched.runtime.shared_cores import cores_makespan, shared_cores_makespan, usable_cores
+from pipesched.runtime.shared_cores import cores_makespan, curve_makespan, shared_cores_makespan, usable_cores
 from pipesched.solver import Problem, solve
 
 COSTS = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.0, 1.0, 2.0, 1.5],
@@ -57,3 +57,26 @@ def test_fewer_than_zero_cores_are_refused_and_usable_cores_counts_the_affinity_
         cores_makespan(solve(Problem(devices=2, microbatches=2), "1f1b"), 0)
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
     assert usable_cores() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("problem, method", CASES, ids=[m for _, m in CASES])
+def test_a_measured_curve_covers_the_factor_and_the_cores_models(problem: Problem, method: str) -> None:
+    """A flat curve is a core per rank; the ideal curve of 2 cores is the cores model; every rank always
+    at the all-busy slowdown is at most the uniformly scaled makespan; a curve that slows each count of
+    busy ranks more gives a longer step."""
+    schedule = solve(problem, method)
+    p = problem.devices
+    assert curve_makespan(schedule, [1.0] * p) == pytest.approx(schedule.makespan, rel=1e-9)
+    two_cores = [max(1.0, k / 2) for k in range(1, p + 1)]
+    assert curve_makespan(schedule, two_cores) == pytest.approx(cores_makespan(schedule, 2), rel=1e-12)
+    assert schedule.makespan < curve_makespan(schedule, [2.0] * p) <= 2.0 * schedule.makespan + 1e-9  # comm not slowed
+    vm = [x * 1.2 if k > 0 else x for k, x in enumerate(two_cores)]  # vCPUs that slow each other
+    assert cores_makespan(schedule, 2) < curve_makespan(schedule, vm) <= 1.2 * cores_makespan(schedule, 2) + 1e-9
+    assert curve_makespan(schedule, [1.0, 1.5]) == curve_makespan(schedule, [1.0, 1.5] + [1.5] * (p - 2))
+
+
+def test_a_curve_below_one_or_empty_is_refused() -> None:
+    schedule = solve(Problem(devices=2, microbatches=2), "1f1b")
+    for bad in ([], [0.9, 1.0], [1.0, float("inf")]):
+        with pytest.raises(ValueError, match="slowdown must be finite factors >= 1"):
+            curve_makespan(schedule, bad)
