@@ -114,6 +114,7 @@ SNAPSHOTS: dict[str, str] = {
     "fidelity_c4ee85c.md": "the idle fidelity run at commit c4ee85c, whose p = 4 main column was the order re-timed on 2 cores",
     "fidelity_drift.md": "an idle fidelity run whose layer profile ran about 40% slower than the stage profile a minute later",
     "fidelity_992102d.md": "the idle fidelity run at commit 992102d, the last whose main column was the uniform factor",
+    "fidelity_aaecb27.md": "a second idle fidelity run with the slowdown curve, at commit aaecb27, minutes after the first",
 }
 
 
