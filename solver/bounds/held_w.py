@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import math
 
-from ..core.instance import Instance
+from ..core.instance import Instance, OpId
 from ..core.tolerance import cap_with_slack
+from .chain import op_classes
 
 
 def owed_ws(df: float, l2: float, room: float, m: int) -> int:
@@ -54,35 +55,16 @@ def owed_ws(df: float, l2: float, room: float, m: int) -> int:
     return min(most, 1 + math.floor((room - df) / l2 * (1 + 1e-9)))
 
 
-def _heads_and_tails(inst: Instance) -> tuple[list[float], list[float], list[float]]:
-    """Per stage: the earliest start of its F and of its B along one microbatch's chain (with comm), and
-    the least time from its B's end to the end of that microbatch's last descendant (its W, or the
-    backward below it and a W there)."""
-    S, f, b, w = inst.num_stages, inst.duration["F"], inst.duration["B"], inst.duration["W"]
-    head_f = [0.0] * S
-    for s in range(1, S):
-        head_f[s] = head_f[s - 1] + f[s - 1] + inst.link(s - 1, s)
-    head_b = [0.0] * S
-    head_b[S - 1] = head_f[S - 1] + f[S - 1]
-    for s in range(S - 2, -1, -1):
-        head_b[s] = head_b[s + 1] + b[s + 1] + inst.link(s + 1, s)
-    tail = []
-    for s in range(S):
-        t, latest = 0.0, w[s]
-        for k in range(s - 1, -1, -1):
-            t += inst.link(k + 1, k) + b[k]
-            latest = max(latest, t + w[k])
-        tail.append(latest)
-    return head_f, head_b, tail
-
-
 def held_w_bound(inst: Instance) -> float:
     """The makespan bound of the module docstring: the largest over stages; 0 when it does not apply."""
     if not inst.split_backward or inst.objective != "makespan" or inst.dual or inst.overlap is not None:
         return 0.0
     df, db, w = inst.delta["F"], inst.delta["B"], inst.duration["W"]
     f, b = inst.duration["F"], inst.duration["B"]
-    head_f, head_b, tail = _heads_and_tails(inst)
+    by_op = {c.op: c for c in op_classes(inst)}
+    head_f = [by_op[OpId("F", s, 0)].head for s in range(inst.num_stages)]
+    head_b = [by_op[OpId("B", s, 0)].head for s in range(inst.num_stages)]
+    tail = [by_op[OpId("B", s, 0)].tail for s in range(inst.num_stages)]  # the backward below, a W there
     best = 0.0
     for d, stages in enumerate(inst.stages_of_device):
         cap = inst.memory_cap(d)

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from ..core.instance import Instance, OpId
 from ..core.tolerance import cap_with_slack
-from .analytic import OpClass, op_classes
+from .chain import OpClass, op_classes
 
 
 @dataclass(frozen=True)
