@@ -94,43 +94,13 @@ def _sorted_items(layers: list[ExpandedLayer], i: int, j: int, which: int) -> li
     return sorted(out, key=lambda it: -math.inf if it[1] == 0 else -it[0] / it[1])
 
 
-def lane_choices(layers: list[ExpandedLayer], i: int, j: int, which: int, limit: float,
-                 m: int) -> list[tuple[float, int]]:
-    """``(x, ceil(m / K))`` for ``x = 0`` and the least recompute ``x`` reaching each lane count ``K``
-    (one per distinct ``ceil(m / K)``) for hold ``which`` (0: until B, 1: until W) of stage ``[i, j)``
-    under activation memory ``limit``; empty when no recompute fits one microbatch (the stage cannot run)."""
-    h0 = math.fsum(_holds(x, False)[which] for x in layers[i:j])
-    if h0 <= 0:
-        return [(0.0, 1)]
-    if limit < 0:
-        return []
-    items = _sorted_items(layers, i, j, which)
-    out: list[tuple[float, int]] = []
-    room = cap_with_slack(limit)  # what the validator admits: the lanes count may only err upwards
-    k0 = math.floor(room / h0 * (1 + 1e-9))
-    q = math.ceil(m / k0) if k0 >= 1 else m + 1
-    if k0 >= 1:
-        out.append((0.0, q))
-    for q2 in range(q - 1, 0, -1):
-        k = math.ceil(m / q2)
-        if math.ceil(m / k) != q2:
-            continue  # the same lane count as a smaller q: reached with less recompute
-        x = least_cost(items, h0 - room / k * (1 + 1e-9))
-        if x == math.inf:
-            break
-        out.append((x, q2))
-    if k0 < 1 and not out:
-        return []
-    return out
-
-
 def slot_choices(layers: list[ExpandedLayer], i: int, j: int, which: int, limit: float, m: int,
                  upto: int) -> list[tuple[float, int]]:
     """``(x, K)``: the least recompute ``x`` (fractional) at which ``K`` microbatches' holds ``which``
     (0: until B, 1: until W) fit stage ``[i, j)`` under activation memory ``limit``, for every ``K <=
     upto`` from the plain count up and above it each ``K`` that starts a new ``ceil(m / K)``; ``K <=
     m``. Empty when no recompute fits one microbatch. The plain count errs upwards (the validator's
-    slack), as in :func:`lane_choices`."""
+    slack: what it admits)."""
     h0 = math.fsum(_holds(x, False)[which] for x in layers[i:j])
     if h0 <= 0:
         return [(0.0, m)]

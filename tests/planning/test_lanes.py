@@ -4,6 +4,7 @@ real choice, and under a tight cap it raises the bound without passing a brute-f
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -11,7 +12,7 @@ from plan_brute_force import best_over_splits_and_recompute, head_heavy_model
 
 from pipesched.solver.planning import Cluster
 from pipesched.solver.planning.bound import plan_lower_bound
-from pipesched.solver.planning.lanes import applies, lane_choices, least_cost
+from pipesched.solver.planning.lanes import applies, least_cost, slot_choices
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -34,14 +35,14 @@ def test_lane_counts_grow_with_recompute_and_stop_at_all_microbatches() -> None:
     lanes fit plain, and recomputing buys 3 (ceil(6 / 3) = 2 rounds) and then all 6 microbatches."""
     layers = head_heavy_model(random.Random(0), 6).expanded()
     assert applies(layers)
-    options = lane_choices(layers, 0, 5, 0, limit=20.0, m=6)
-    assert [q for _, q in options] == [3, 2, 1]
+    options = slot_choices(layers, 0, 5, 0, limit=20.0, m=6, upto=1)  # above 1: each new lane count only
+    assert [math.ceil(6 / k) for _, k in options] == [3, 2, 1]
     xs = [x for x, _ in options]
     assert xs[0] == 0 and xs == sorted(xs) and xs[-1] <= 5
     # 10 held against 4 of memory: one microbatch fits only after saving 6, 4 blocks' forward re-run
-    (x, q), = lane_choices(layers, 0, 5, 0, limit=4.0, m=6)
-    assert q == 6 and abs(x - 4) < 1e-6
-    assert lane_choices(layers, 0, 5, 0, limit=-1.0, m=6) == []
+    (x, k), = slot_choices(layers, 0, 5, 0, limit=4.0, m=6, upto=1)
+    assert math.ceil(6 / k) == 6 and abs(x - 4) < 1e-6
+    assert slot_choices(layers, 0, 5, 0, limit=-1.0, m=6, upto=1) == []
 
 
 def test_under_a_tight_cap_the_lanes_raise_the_bound_but_not_above_the_best_plan() -> None:
