@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from pipesched.solver import Instance, Problem
 
-from .induce import stage_devices
+from .induce import crossings_before, stage_devices
 from .lanes import lane_window
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
@@ -54,15 +54,6 @@ from .v_turn_window import v_turn_devices
 class PlanBound:
     value: float
     derivation: str
-
-
-def _crossings_before(cluster: Cluster) -> list[int]:
-    """``x_s``: boundaries between different devices before stage ``s`` (fixed by the placement)."""
-    where = stage_devices(cluster)
-    out = [0]
-    for s in range(1, len(where)):
-        out.append(out[-1] + (where[s - 1] != where[s]))
-    return out
 
 
 def _stage_windows(table: LayerTable, num_stages: int,
@@ -205,7 +196,7 @@ def window_split(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> list[
     if cluster.objective == "stage_span":
         return _stage_windows(table, cluster.num_stages, lambda s, i, j: m * table.work(i, j))[1]
     c = min(cluster.link.time(x.output) for x in layers[:-1]) if len(layers) > 1 else 0.0
-    release = [x * c for x in _crossings_before(cluster)]
+    release = [x * c for x in crossings_before(cluster)]
     return _stage_windows(table, cluster.num_stages,
                           _makespan_window(table, release, m, not cluster.split_backward))[1]
 
@@ -234,7 +225,7 @@ def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> P
     S, p, n = cluster.num_stages, cluster.devices, len(layers)
     total = table.work(0, n)
     c = min(cluster.link.time(x.output) for x in layers[:-1]) if n > 1 else 0.0
-    x = _crossings_before(cluster)
+    x = crossings_before(cluster)
     release = [x[s] * c for s in range(S)]
     if cluster.objective == "stage_span":
         stage, split = _stage_windows(table, S, lambda s, i, j: m * table.work(i, j))

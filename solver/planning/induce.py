@@ -90,6 +90,15 @@ def stage_devices(cluster: Cluster) -> list[int]:
     return [stage_device(s, cluster.devices, cluster.placement) for s in range(cluster.num_stages)]
 
 
+def crossings_before(cluster: Cluster) -> list[int]:
+    """``x_s``: boundaries between different devices before stage ``s`` (fixed by the placement)."""
+    where = stage_devices(cluster)
+    out = [0]
+    for s in range(1, len(where)):
+        out.append(out[-1] + (where[s - 1] != where[s]))
+    return out
+
+
 def one_microbatch_peak(stages: list[StageSums]) -> float:
     """Activation peak of one microbatch alone on a device holding ``stages`` (model order): its Fs in
     order, then B and W stage by stage backwards; every schedule's peak on that device is at least this

@@ -32,8 +32,8 @@ from pipesched.solver import Instance, Memory, Problem
 from pipesched.solver.bounds.analytic import lower_bound
 from pipesched.solver.budget import PLAN_SURVIVORS_MAX, PLAN_SURVIVORS_RANKED, PLAN_SURVIVORS_VISITS
 
-from .bound import _crossings_before, _makespan_window
-from .induce import InfeasibleSplit, Split, induce, stage_devices
+from .bound import _makespan_window
+from .induce import InfeasibleSplit, Split, crossings_before, induce, stage_devices
 from .lanes import lane_window
 from .model import Cluster, ExpandedLayer
 from .sums import LayerTable
@@ -91,7 +91,7 @@ def _cheap(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> tuple[Calla
     ``head(s, i)``: the earliest any op of stage ``s`` starting at layer ``i`` can run."""
     t = LayerTable(layers)
     c = min(cluster.link.time(x.output) for x in layers[:-1]) if len(layers) > 1 else 0.0
-    x = _crossings_before(cluster)
+    x = crossings_before(cluster)
     release = [x[s] * c for s in range(cluster.num_stages)]
     if cluster.objective == "stage_span":
         return (lambda s, i, j: m * t.work(i, j)), (lambda s, i: 0.0)

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..budget import V_TURN_MAX_CELLS
 from ..core.tolerance import REL_TOL, cap_with_slack
-from .induce import stage_devices
+from .induce import crossings_before
 from .model import Cluster, ExpandedLayer
 
 
@@ -102,10 +102,7 @@ def v_turn_devices(layers: list[ExpandedLayer], cluster: Cluster, m: int,
 def v_turn_split(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> list[int] | None:
     """The bounds of a split attaining the makespan V-turn term (plain costs, no recompute): a split the
     bound says nothing can beat by much, worth scheduling; None where the term is not computed."""
-    where = stage_devices(cluster)
-    x = [0]  # crossings before each stage, as the plan bound counts them
-    for r in range(1, len(where)):
-        x.append(x[-1] + (where[r - 1] != where[r]))
+    x = crossings_before(cluster)
     c = min(cluster.link.time(y.output) for y in layers[:-1]) if len(layers) > 1 else 0.0
     f = np.concatenate([[0.0], np.cumsum([y.forward for y in layers])])
     tail = np.concatenate([[0.0], np.cumsum([y.backward_input + y.backward_weight for y in layers])])

@@ -11,7 +11,8 @@ import pytest
 from plan_brute_force import best_without_transients as plan_best_without_transients
 
 from pipesched.solver.planning import Cluster, Model
-from pipesched.solver.planning.bound import _crossings_before, plan_lower_bound
+from pipesched.solver.planning.bound import plan_lower_bound
+from pipesched.solver.planning.induce import crossings_before
 from pipesched.solver.planning.v_turn_window import v_turn_devices, v_turn_split
 
 TURN = "device windows with the V turn"
@@ -149,7 +150,7 @@ def test_the_turn_is_skipped_where_it_does_not_apply() -> None:
                     Cluster(devices=2, stages_per_device=2, placement="v", microbatches=3),
                     Cluster(devices=4, microbatches=3, memory_per_device=2.0)):
         alpha = [lambda i: 0.0] * cluster.devices
-        assert v_turn_devices(layers, cluster, 3, alpha, _crossings_before(cluster), 0.0) is None
+        assert v_turn_devices(layers, cluster, 3, alpha, crossings_before(cluster), 0.0) is None
 
 
 def test_the_turn_split_is_a_split() -> None:
