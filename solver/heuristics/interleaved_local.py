@@ -32,9 +32,7 @@ tails). Unbounded, the search ends by itself after 385-2753 trials at 192-1536 o
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..budget import INTERLEAVED_LOCAL_REACH as REACH
 from ..budget import INTERLEAVED_LOCAL_STARTS
@@ -45,28 +43,9 @@ from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError, simulate
 from .device_events import run_device_events
 from .swap_past_w import fits_memory
+from .trials import Trials
 
 _EPS = 1e-9
-
-
-@dataclass
-class Trials:
-    """What the search may still spend: ``left`` orders to time (the deterministic budget) and a wall
-    ``deadline`` (a ``time.perf_counter()`` value, only a net; ``cut`` says it ended the search)."""
-
-    left: int
-    deadline: float = math.inf
-    cut: bool = False
-
-    def take(self) -> bool:
-        """Spend one trial; False (and nothing spent) once the count or the clock has run out."""
-        if self.left <= 0:
-            return False
-        if time.perf_counter() >= self.deadline:
-            self.cut = True
-            return False
-        self.left -= 1
-        return True
 
 
 def _scores(inst: Instance, order: Order, start: dict[OpId, float]) -> tuple[float, ...]:

@@ -57,7 +57,8 @@ from ..timing.simulate import DeadlockError
 from .classic.interleaved_zb import interleaved_zb_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
-from .interleaved_local import Trials, improve
+from .interleaved_local import improve
+from .trials import Trials
 
 _EPS = 1e-9
 

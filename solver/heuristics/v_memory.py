@@ -53,8 +53,9 @@ from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
-from .interleaved_local import Trials, local_search
+from .interleaved_local import local_search
 from .swap_past_w import fits_memory
+from .trials import Trials
 from .v_search import improve
 
 _EPS = 1e-9

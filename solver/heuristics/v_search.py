@@ -8,7 +8,7 @@ just before the op that was running at its arrival, or just after it. (2) A devi
 pile of Ws deferred too far (the cool-down's gaps between returning backwards hold one W each): its
 last W moves back into the latest idle gap it can use. Each accepted move strictly improves
 ``(objective, makespan)``, so the search ends; trials are counted with the shared
-:class:`~.interleaved_local.Trials` (the deterministic budget; its clock is only a safety net).
+:class:`~.trials.Trials` (the deterministic budget; its clock is only a safety net).
 Memory depends only on each device's order and is checked before a trial is spent.
 """
 
@@ -23,8 +23,8 @@ from ..core.schedule import Order
 from ..core.tolerance import slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
-from .interleaved_local import Trials
 from .swap_past_w import fits_memory
+from .trials import Trials
 
 _EPS = 1e-9
 Move = tuple[int, int, int]  # (device, from position, to position)

@@ -48,10 +48,10 @@ from ..core.instance import Instance
 from ..core.problem import Problem
 from ..core.registry import SolveOptions, methods
 from ..core.tolerance import slack
-from ..heuristics.interleaved_local import Trials
 from ..heuristics.interleaved_memory import POLICIES as IL_POLICIES
 from ..heuristics.interleaved_memory import applies as il_applies
 from ..heuristics.interleaved_memory import interleaved_candidates
+from ..heuristics.trials import Trials
 from ..heuristics.v_memory import POLICIES as VM_POLICIES
 from ..heuristics.v_memory import applies as vm_applies
 from ..heuristics.v_memory import search_trials, vm_candidates

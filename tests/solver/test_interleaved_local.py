@@ -13,12 +13,12 @@ from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
 from pipesched.solver.heuristics.interleaved_local import (
     TAILS,
-    Trials,
     improve,
     local_search,
     reschedule_tail,
 )
 from pipesched.solver.heuristics.interleaved_memory import interleaved_candidates
+from pipesched.solver.heuristics.trials import Trials
 from pipesched.solver.timing.finalize import finalize
 from pipesched.solver.timing.retime import retime
 

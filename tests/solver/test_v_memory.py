@@ -10,7 +10,7 @@ from pipesched.solver import Instance, NotApplicableError, Problem, SolveOptions
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.core.schedule import Schedule
 from pipesched.solver.heuristics.classic.zb_v import zb_v_order
-from pipesched.solver.heuristics.interleaved_local import Trials
+from pipesched.solver.heuristics.trials import Trials
 from pipesched.solver.heuristics.v_memory import (
     POLICIES,
     VMPolicy,
