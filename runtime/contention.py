@@ -9,7 +9,9 @@ barrier) and then on every rank at once. The factor is the mean over ranks of to
 (1 on an idle machine with a core per rank; about ``p / cores`` beyond that).
 
 Multiplying every op's compute by it is an upper estimate for ops that run in a bubble of the
-other ranks (fewer ranks compete there); pipelines spend most of a step with every rank busy.
+other ranks (fewer ranks compete there). :func:`slowdown_curve` measures the same ratio for every
+count of busy ranks, with a real stage op, for re-timing a schedule op by op. Both share one
+alternated alone/together calibration (:func:`_slowdowns`).
 """
 
 from __future__ import annotations
@@ -22,50 +24,11 @@ import torch
 import torch.distributed as dist
 
 
-def _kernel_ms(a: torch.Tensor, repeats: int, warmup: int, block: int = 64) -> float:
-    """Median wall time of ``repeats`` blocks of ``block`` matmuls. A block lasts tens of ms, longer
-    than the scheduler's time slice, so ranks sharing a core show up in every block (a single short
-    kernel would often run in a slice of its own and hide the sharing)."""
-    times = []
-    for k in range(warmup + repeats):
-        t0 = time.perf_counter()
-        for _ in range(block):
-            a @ a
-        if k >= warmup:
-            times.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(times)
-
-
-def contention_factor(group: dist.ProcessGroup | None = None, size: int = 192, repeats: int = 7,
-                      warmup: int = 1, rounds: int = 3) -> float:
-    """Mean over the ranks of ``group`` of the median over ``rounds`` of (kernel time with every rank
-    running it) / (kernel time alone), floored at 1. Every rank of ``group`` calls this and gets the
-    same number.
-
-    Why rounds: a one-shot reading taken while other work on the machine comes and goes can catch a
-    burst in one of its two halves (once ×2.08 for 2 ranks on 2 cores, which scaled every prediction
-    of that world size); alone and together alternate here, and the median ratio keeps a burst that
-    hit one round out of the factor."""
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
-    ratios = []
-    for _ in range(max(1, rounds)):
-        alone = 0.0
-        for r in range(world):  # each rank alone in turn
-            dist.barrier(group)
-            if rank == r:
-                alone = _kernel_ms(a, repeats, warmup)
-        dist.barrier(group)
-        ratios.append(_kernel_ms(a, repeats, warmup) / alone)
-    ratio = torch.tensor([statistics.median(ratios)], dtype=torch.float64)
-    dist.all_reduce(ratio, group=group)
-    return max(1.0, float(ratio.item()) / world)
-
-
 def _op_ms(op: Callable[[], object], repeats: int, warmup: int, block_ms: float) -> float:
-    """Median wall time of ``repeats`` blocks of ``op``; a block repeats ``op`` for about ``block_ms``
-    (longer than a scheduler slice, as in :func:`_kernel_ms`), the count fixed by the warm-up's timing
-    and passed back so every timing of this rank uses the same block."""
+    """Median wall time of ``op`` over ``repeats`` blocks. A block repeats ``op`` for about ``block_ms``,
+    longer than the scheduler's time slice, so ranks sharing a core show up in every block (a single
+    short op would often run in a slice of its own and hide the sharing); the count is fixed by the
+    warm-up's timing."""
     t0 = time.perf_counter()
     for _ in range(max(1, warmup)):
         op()
@@ -80,6 +43,45 @@ def _op_ms(op: Callable[[], object], repeats: int, warmup: int, block_ms: float)
     return statistics.median(times)
 
 
+def _slowdowns(op: Callable[[], object], group: dist.ProcessGroup | None, levels: list[int], repeats: int,
+               warmup: int, rounds: int, block_ms: float) -> list[float]:
+    """For each ``k`` of ``levels`` (2 .. world): the mean over ranks ``0 .. k − 1`` of the median over
+    ``rounds`` of (``op``'s time with those ``k`` ranks running it at once) / (its time alone, each rank
+    in turn with the others waiting at a barrier). Every rank gets the same list.
+
+    Why rounds: a one-shot reading taken while other work on the machine comes and goes can catch a
+    burst in one of its two halves (once ×2.08 for 2 ranks on 2 cores, which scaled every prediction
+    of that world size); alone and together alternate here, and the median ratio keeps a burst that
+    hit one round out."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    ratios: list[list[float]] = [[] for _ in levels]
+    for _ in range(max(1, rounds)):
+        alone = 0.0
+        for r in range(world):  # each rank alone in turn
+            dist.barrier(group)
+            if rank == r:
+                alone = _op_ms(op, repeats, warmup, block_ms)
+        for i, k in enumerate(levels):  # ranks 0 .. k - 1 at once
+            dist.barrier(group)
+            together = _op_ms(op, repeats, warmup, block_ms) if rank < k else alone
+            ratios[i].append(together / alone)
+    mine = torch.tensor([statistics.median(x) for x in ratios], dtype=torch.float64)
+    dist.all_reduce(mine, group=group)
+    # a rank outside level k added 1: the mean over the k ranks that ran
+    return [max(1.0, (float(mine[i]) - (world - k)) / k) for i, k in enumerate(levels)]
+
+
+def contention_factor(group: dist.ProcessGroup | None = None, size: int = 192, repeats: int = 7,
+                      warmup: int = 1, rounds: int = 3, block_ms: float = 20.0) -> float:
+    """How much slower a fixed ``size``-wide matmul runs with every rank of ``group`` running it at once
+    than alone (mean over ranks, median over ``rounds``), floored at 1; every rank gets the same number."""
+    world = dist.get_world_size(group)
+    if world < 2:
+        return 1.0
+    a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
+    return _slowdowns(lambda: a @ a, group, [world], repeats, warmup, rounds, block_ms)[0]
+
+
 def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = None, repeats: int = 5,
                    warmup: int = 2, rounds: int = 3, block_ms: float = 60.0) -> list[float]:
     """``curve[k - 1]``: how much longer ``op`` (a real stage op, e.g. a block's forward and backward)
@@ -90,21 +92,6 @@ def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = N
     fewer compete, and the slowdown with ``k`` busy ranks is neither 1 nor the all-busy factor; nor is
     it ``k / cores`` on a virtual machine whose vCPUs slow each other. Re-timing a schedule with the
     measured slowdown for each count of busy ranks (:func:`pipesched.runtime.shared_cores.curve_makespan`)
-    covers both. Alone and together alternate in ``rounds``, as in :func:`contention_factor`."""
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    per_k: list[list[float]] = [[] for _ in range(world)]
-    for _ in range(max(1, rounds)):
-        alone = 0.0
-        for r in range(world):  # each rank alone in turn
-            dist.barrier(group)
-            if rank == r:
-                alone = _op_ms(op, repeats, warmup, block_ms)
-        for k in range(2, world + 1):  # ranks 0 .. k - 1 at once
-            dist.barrier(group)
-            together = _op_ms(op, repeats, warmup, block_ms) if rank < k else alone
-            per_k[k - 1].append(together / alone)
-        per_k[0].append(1.0)
-    mine = torch.tensor([statistics.median(x) for x in per_k], dtype=torch.float64)
-    dist.all_reduce(mine, group=group)
-    # rank r took part in levels k > r: the mean over the k ranks that ran at level k
-    return [1.0] + [max(1.0, (float(mine[k - 1]) - (world - k)) / k) for k in range(2, world + 1)]
+    covers both."""
+    world = dist.get_world_size(group)
+    return [1.0] + _slowdowns(op, group, list(range(2, world + 1)), repeats, warmup, rounds, block_ms)
