@@ -66,7 +66,6 @@ from pipesched.runtime.transformer import (
 )
 from pipesched.solver import (
     Costs,
-    OpId,
     Problem,
     Schedule,
     SolveOptions,
@@ -232,7 +231,7 @@ def run(args: argparse.Namespace) -> str:
             # by the measured curve; from stages: the same with whole-stage profiles; the other model: the
             # solved schedule's makespan, every op × the all-busy contention factor
             by_curve = curve_makespan(from_order(bare, method, schedule.order()), curve)
-            by_stage = curve_makespan(_retimed(schedule, stage_costs[tuple(split)], dispatch, 1.0), curve)
+            by_stage = curve_makespan(_retimed(schedule, stage_costs[tuple(split)], dispatch), curve)
             preds = {"layers": by_curve, "stages": by_stage, "shared": schedule.makespan, "twin": 0.0}
             if schedule.problem.placement == "dual":  # the twin gradient sum after the step
                 sb = stage_bytes[tuple(split)]
@@ -315,18 +314,14 @@ def _split_step(ranks: list[dict]) -> str:
     return " / ".join(f"{1e3 * x:.1f}" for x in (compute, waits, r["twin_s"], rest))
 
 
-def _retimed(schedule: Schedule, costs: Costs, dispatch: float, contention: float) -> Schedule:
-    """``schedule``'s per-device order re-timed under per-stage ``costs`` × the contention factor +
-    the dispatch cost."""
-    p = schedule.problem.devices
-    new = Costs(forward=[contention * c + dispatch for c in costs.forward],
-                backward_input=[contention * c + dispatch for c in costs.backward_input],
-                backward_weight=[contention * c + dispatch for c in costs.backward_weight],
+def _retimed(schedule: Schedule, costs: Costs, dispatch: float) -> Schedule:
+    """``schedule``'s per-device order re-timed under per-stage ``costs`` + the dispatch cost."""
+    new = Costs(forward=[c + dispatch for c in costs.forward],
+                backward_input=[c + dispatch for c in costs.backward_input],
+                backward_weight=[c + dispatch for c in costs.backward_weight],
                 comm=schedule.problem.costs.comm)
     problem = Problem.model_validate({**schedule.problem.model_dump(), "costs": new.model_dump()})
-    order = [[OpId(o.kind, o.stage, o.microbatch) for o in sorted(schedule.ops, key=lambda o: (o.start, o.end))
-              if o.device == d] for d in range(p)]
-    return from_order(problem, schedule.method, order)
+    return from_order(problem, schedule.method, schedule.order())
 
 
 def _paired(args: argparse.Namespace, cfg: TinyTransformer, p: int, found: ProfiledSplit, main: list[dict]) -> str:
