@@ -32,10 +32,13 @@ def recompute_choices(layers: list, bounds: list[int]) -> list[Split]:
     return [Split.of(bounds, [c > 0 for c in counts], list(counts)) for counts in itertools.product(*ranges)]
 
 
-def best_per_split(model: Model, cluster: Cluster, m: int) -> dict[tuple[int, ...], float]:
+def best_per_split(model: Model, cluster: Cluster, m: int, *, drop_transients: bool = False,
+                   proven_only: bool = False) -> dict[tuple[int, ...], float]:
     """For every split (its bounds), the least over every per-layer recompute choice that fits memory
     of the optimum, or where CP-SAT does not prove it, of the bound it proves (below the optimum: a
-    stricter test); inf when no choice fits."""
+    stricter test); inf when no choice fits. ``drop_transients``: each Problem without the recompute
+    transient (a relaxation, and one CP-SAT proves); ``proven_only``: every Problem must be proven
+    optimal or infeasible."""
     layers, out, known = model.expanded(), {}, {}
     for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
         bounds = (0, *cuts, len(layers))
@@ -45,9 +48,15 @@ def best_per_split(model: Model, cluster: Cluster, m: int) -> dict[tuple[int, ..
                 problem = induce(layers, cluster, split, m)
             except InfeasibleSplit:
                 continue
+            if drop_transients and problem.memory is not None:
+                data = problem.model_dump()
+                data["memory"]["backward_input_transient"] = 0.0
+                problem = Problem.model_validate(data)
             key = problem_key(problem)
             if key not in known:
                 schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=20))
+                if proven_only:
+                    assert schedule.status in ("optimal", "infeasible"), (cuts, split.partial, schedule.status)
                 if schedule.status == "infeasible":
                     known[key] = float("inf")
                 else:
@@ -70,22 +79,4 @@ def best_without_transients(model: Model, cluster: Cluster, m: int, *, proven_on
     so never above the true best, and one CP-SAT proves (with a transient the methods keep the largest
     back and prove nothing). ``proven_only``: every Problem must be proven optimal or infeasible; else
     an unproven one counts with the bound CP-SAT proves (below its optimum: a stricter test)."""
-    layers, best = model.expanded(), float("inf")
-    for cuts in itertools.combinations(range(1, len(layers)), cluster.num_stages - 1):
-        for split in recompute_choices(layers, [0, *cuts, len(layers)]):
-            try:
-                problem = induce(layers, cluster, split, m)
-            except InfeasibleSplit:
-                continue
-            data = problem.model_dump()
-            if data.get("memory") is not None:
-                data["memory"]["backward_input_transient"] = 0.0
-            schedule = solve(Problem.model_validate(data), "cpsat", SolveOptions(time_limit_s=20))
-            if proven_only:
-                assert schedule.status in ("optimal", "infeasible"), (cuts, split.partial, schedule.status)
-            if schedule.status == "infeasible":
-                continue
-            proven = schedule.objective_value if schedule.status == "optimal" else schedule.lower_bound
-            assert proven is not None, (cuts, split.partial, schedule.status)
-            best = min(best, proven)
-    return best
+    return min(best_per_split(model, cluster, m, drop_transients=True, proven_only=proven_only).values())
