@@ -11,13 +11,9 @@ to a factory; a new engine (a cluster, a queue) registers one more entry beside 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipesched.solver.core.problem import Problem
@@ -74,11 +70,8 @@ def answer_of(outcome: str, payload: str) -> Answer:
 
 
 def stop_runner(runner: ProcessRunner) -> None:
-    """Ctrl-C: what the solves started first (PuLP runs CBC as a child process, which killing the
-    solve alone would orphan), then the solves."""
-    for proc in list(runner._live):  # noqa: SLF001 (the runner has no public list of its processes)
-        if proc.pid is not None:
-            kill_descendants(proc.pid)
+    """Ctrl-C: kill the solves and whatever they started (PuLP runs CBC as a child process); each
+    solve leads its own process group, so the kill takes the group (``runner.kill_group``)."""
     runner.kill_all()
 
 
@@ -93,25 +86,6 @@ def local_engine(config: EngineConfig) -> Engine:
         return answer_of(*runner.run(problem.model_dump_json(), config.method, config.time_limit_s, hint_json))
 
     return Engine(solve=solve, stop=lambda: stop_runner(runner))
-
-
-def kill_descendants(root: int) -> None:
-    """SIGKILL every process below ``root``, deepest first (Linux ``/proc``; elsewhere nothing)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    order, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            order.append(child)
-            stack.append(child)
-    for pid in reversed(order):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def server_engine(config: EngineConfig) -> Engine:

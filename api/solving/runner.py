@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
+import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -15,6 +17,25 @@ from typing import Any, Literal
 from . import worker
 
 Outcome = Literal["ok", "not_applicable", "error", "killed", "crashed"]
+
+
+def _group_leader(target: Callable[..., None], *args: Any) -> None:
+    """Run ``target`` as the leader of a new process group, so that killing the group also kills what
+    it started (PuLP's CBC is a child process). Killing the solve alone, then its children found in
+    ``/proc``, left a CBC started in between running to its time limit."""
+    os.setpgid(0, 0)
+    target(*args)
+
+
+def kill_group(proc: mp.process.BaseProcess) -> None:
+    """SIGKILL ``proc`` and then its process group (everything it started). The process first: once
+    a kill is pending it can fork no more (Linux restarts a fork that a signal interrupts), and its
+    group outlives it while a member lives. Before ``proc`` made its group there is none (ESRCH)."""
+    with contextlib.suppress(Exception):
+        proc.kill()
+    if proc.pid is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 class ForkedProcesses:
@@ -32,7 +53,7 @@ class ForkedProcesses:
                ) -> tuple[Connection, Connection, mp.process.BaseProcess]:
         """A tracked, not yet started process running ``target(sender, *args)`` and the pipe's two ends."""
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=target, args=(sender, *args), daemon=True)
+        proc = self.ctx.Process(target=_group_leader, args=(target, sender, *args), daemon=True)
         with self._lock:
             self._live.add(proc)
         return receiver, sender, proc
@@ -42,7 +63,7 @@ class ForkedProcesses:
         receiver.close()
         proc.join(wait_s)
         if proc.is_alive():
-            proc.kill()
+            kill_group(proc)
             proc.join()
         with self._lock:
             self._live.discard(proc)
@@ -57,8 +78,7 @@ class ForkedProcesses:
         with self._lock:
             procs = list(self._live)
         for proc in procs:
-            with contextlib.suppress(Exception):
-                proc.kill()
+            kill_group(proc)
 
 
 class ProcessRunner(ForkedProcesses):

@@ -24,10 +24,13 @@ def warm() -> None:
 
 
 def _exit_with_parent(parent: int) -> None:
-    """Stop solving when the process that forked us is gone (the service died or was killed)."""
+    """Stop solving when the process that forked us is gone (the service died or was killed), and
+    take down what the solve started (CBC) when this process leads its own group (runner.py)."""
     while True:
         time.sleep(0.5)
         if os.getppid() != parent:
+            if os.getpgid(0) == os.getpid():
+                os.killpg(0, signal.SIGKILL)
             os._exit(1)
 
 
