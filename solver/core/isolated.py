@@ -19,22 +19,24 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from typing import Any, TypeVar
 
 from .problem import Problem
 from .registry import SolveOptions, solve
 from .schedule import Schedule
 
 SolveFn = Callable[[Problem, str, SolveOptions], Schedule]
+T = TypeVar("T")
 
 
 class SolverCrashed(RuntimeError):
     """The solver process died (a signal or an exit) without an answer, also with one worker."""
 
 
-def _child(conn: Connection, solve_fn: SolveFn, problem: Problem, method: str, options: SolveOptions) -> None:
+def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     try:
-        payload = ("ok", solve_fn(problem, method, options).model_dump_json())
-    except BaseException as e:  # the caller re-raises it: same errors as an in-process solve
+        payload = ("ok", pickle.dumps(fn(*args, **kwargs)))
+    except BaseException as e:  # the caller re-raises it: same errors as an in-process call
         try:
             payload = ("error", pickle.dumps(e))
         except Exception:  # an exception that does not pickle: its text
@@ -43,11 +45,18 @@ def _child(conn: Connection, solve_fn: SolveFn, problem: Problem, method: str, o
     conn.close()
 
 
-def _attempt(solve_fn: SolveFn, problem: Problem, method: str, options: SolveOptions) -> Schedule | int:
-    """The schedule, or the child's exit code when it died without answering."""
+class _Died:
+    """What :func:`_attempt` returns when the child died without answering."""
+
+    def __init__(self, exitcode: int) -> None:
+        self.exitcode = exitcode
+
+
+def _attempt(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` from a forked child, or :class:`_Died` when it died without answering."""
     ctx = mp.get_context("fork")
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, solve_fn, problem, method, options))
+    proc = ctx.Process(target=_child, args=(sender, fn, args, kwargs))
     proc.start()
     sender.close()
     try:
@@ -55,14 +64,14 @@ def _attempt(solve_fn: SolveFn, problem: Problem, method: str, options: SolveOpt
             kind, value = receiver.recv()
         except EOFError:  # died before answering
             proc.join()
-            return proc.exitcode if proc.exitcode is not None else -1
+            return _Died(proc.exitcode if proc.exitcode is not None else -1)
         proc.join()
     except BaseException:  # Ctrl-C (the child had it too) or anything else: leave no child behind
         proc.kill()
         proc.join()
         raise
     if kind == "ok":
-        return Schedule.model_validate_json(value)
+        return pickle.loads(value)
     raise pickle.loads(value)
 
 
@@ -75,6 +84,18 @@ def _how(exitcode: int) -> str:
     return f"exited with code {exitcode}"
 
 
+def call_isolated(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a forked child: a native crash raises :class:`SolverCrashed` here, and
+    Ctrl-C stops the caller at once (in-process, CP-SAT catches SIGINT and only ends the current
+    search, so a planner running many searches went on to a normal exit). ``pipesched plan`` uses it."""
+    if "fork" not in mp.get_all_start_methods():
+        return fn(*args, **kwargs)
+    got = _attempt(fn, args, kwargs)
+    if isinstance(got, _Died):
+        raise SolverCrashed(f"the solver process {_how(got.exitcode)} without an answer")
+    return got
+
+
 def solve_isolated(problem: Problem, method: str, options: SolveOptions, solve_fn: SolveFn | None = None) -> Schedule:
     """``solve_fn(problem, method, options)`` (default: :func:`pipesched.solver.solve`) in a forked child;
     once more with ``workers=1`` if the child dies without answering; :class:`SolverCrashed` if that
@@ -82,14 +103,14 @@ def solve_isolated(problem: Problem, method: str, options: SolveOptions, solve_f
     solve_fn = solve if solve_fn is None else solve_fn
     if "fork" not in mp.get_all_start_methods():
         return solve_fn(problem, method, options)
-    got = _attempt(solve_fn, problem, method, options)
-    if isinstance(got, Schedule):
+    got = _attempt(solve_fn, (problem, method, options), {})
+    if not isinstance(got, _Died):
         return got
-    first = _how(got)
+    first = _how(got.exitcode)
     if options.workers > 1:
         print(f"pipesched: warning: the solver process {first} (OR-Tools' multi-worker search can crash: "
               "google/or-tools#5048); solving again with one worker", file=sys.stderr)
-        got = _attempt(solve_fn, problem, method, replace(options, workers=1))
-        if isinstance(got, Schedule):
+        got = _attempt(solve_fn, (problem, method, replace(options, workers=1)), {})
+        if not isinstance(got, _Died):
             return got
-    raise SolverCrashed(f"the solver process {_how(got)} without an answer (first attempt: {first})")
+    raise SolverCrashed(f"the solver process {_how(got.exitcode)} without an answer (first attempt: {first})")

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from pipesched.solver import Schedule
 from pipesched.solver.core.io import InputError, describe_validation_error
+from pipesched.solver.core.isolated import call_isolated
 
 from .exports import ModuleNames
 from .labels import device_labels
@@ -123,7 +124,8 @@ def cmd_plan(args: argparse.Namespace, torch_csv: TorchCsv | None = None, render
     if not args.time_limit > 0:
         raise InputError(f"--time-limit must be > 0 seconds (got {args.time_limit})")
     names = parse_module_names(args.module_names) if args.module_names else None
-    result = plan(model, cluster, args.method, args.time_limit, names=names)
+    # in a child: Ctrl-C stops the plan at once (call_isolated says why), a native crash is one line
+    result = call_isolated(plan, model, cluster, args.method, args.time_limit, names=names)
     if torch_csv is not None and result.schedule is not None and result.exports is not None:
         result.exports = result.exports.model_copy(update={"torch_csv": torch_csv(result.schedule)})
     text = result.model_dump_json() + "\n"
