@@ -8,6 +8,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -76,7 +77,32 @@ class RayCluster:
     def start(self) -> RayCluster:
         self._start(head=True)
         self._start(head=False)
+        self._warm_second_node()
         return self
+
+    def _warm_second_node(self) -> None:
+        """Wait until the second node is alive with its CPU and has run one task (so a worker of its
+        own is up): otherwise, on a loaded machine, a short sweep could end on the head alone while
+        the second node still started its first worker (seen once: "no solve ran on the second node")."""
+        script = f"""
+import time, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init(address="{self.address}", log_to_driver=False)
+end = time.monotonic() + 120
+while True:
+    nodes = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerPort"] == {self.node_manager_ports[1]}]
+    if nodes and nodes[0]["Resources"].get("CPU", 0) >= 1 or time.monotonic() > end:
+        break
+    time.sleep(0.2)
+assert nodes, "the second node did not join"
+where = NodeAffinitySchedulingStrategy(node_id=nodes[0]["NodeID"], soft=False)
+print(ray.get(ray.remote(num_cpus=1)(lambda: 1).options(scheduling_strategy=where).remote(), timeout=120))
+"""
+        with open(self.log, "ab") as out:
+            done = subprocess.run(["timeout", "-s", "KILL", "240", sys.executable, "-c", script], stdout=out,
+                                  stderr=subprocess.STDOUT, env=self.env, timeout=270)
+        if done.returncode != 0:
+            raise RuntimeError(f"warming the second Ray node failed ({done.returncode}): {self.log.read_text()[-3000:]}")
 
     def _pids(self, needle: str) -> list[int]:
         return [int(p.name) for p in Path("/proc").iterdir()
