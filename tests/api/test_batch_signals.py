@@ -8,10 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from process_watch import session_processes, wait_for
 
 #: CBC cannot prove this one quickly (uneven costs, a tight cap): a solve that is still running.
 SLOW = {"devices": 4, "microbatches": 10, "objective": "stage_span",
@@ -31,27 +31,6 @@ def start_batch(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
          "--method", "ilp", "--time-limit", "120"],
         stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)  # noqa: SIM115
     return proc, out, log
-
-
-def session_processes(sid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def wait_for(predicate, seconds: float) -> bool:  # noqa: ANN001
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 @pytest.mark.parametrize("how", ["ctrl-c to the process group", "sigterm to batch"])

@@ -4,8 +4,8 @@ CBC left behind runs on to its time limit (the batch's SIGTERM test once saw one
 from __future__ import annotations
 
 import threading
-import time
-from pathlib import Path
+
+from process_watch import group_members, wait_for
 
 from pipesched.api.solving.runner import ProcessRunner
 from pipesched.solver import Problem
@@ -16,30 +16,6 @@ SLOW = Problem.model_validate({
     "costs": {"forward": [1.0, 2.0, 1.5, 1.0], "backward_input": [2.0, 1.0, 1.0, 3.0],
               "backward_weight": [1.0, 1.0, 2.0, 1.0]},
     "memory": {"limit": 3}})
-
-
-def group_members(pgid: int) -> list[tuple[int, str]]:
-    """(pid, command name) of the live processes in process group ``pgid``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append((int(stat.parent.name), name))
-    return found
-
-
-def wait_for(predicate, seconds: float) -> bool:  # noqa: ANN001
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_kill_all_takes_the_solves_cbc_child_with_it() -> None:

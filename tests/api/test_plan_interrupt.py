@@ -12,28 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from process_watch import session_processes, wait_for
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def session_processes(sid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def wait_for(predicate, seconds: float) -> bool:  # noqa: ANN001
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 def test_ctrl_c_stops_a_plan_with_130_and_no_leftover(tmp_path: Path) -> None:

@@ -1,0 +1,43 @@
+"""Which processes are still alive, read from ``/proc``: for the tests that stop a command or a
+solve and check that nothing it started outlives it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _stats() -> list[tuple[int, str, list[str]]]:
+    """(pid, command name, the fields after the name) of every live process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        if fields and fields[0] != "Z":
+            found.append((int(stat.parent.name), name, fields))
+    return found
+
+
+def session_processes(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (a command started with ``start_new_session``)."""
+    return [pid for pid, _, fields in _stats() if int(fields[3]) == sid]
+
+
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of the live processes in process group ``pgid``."""
+    return [(pid, name) for pid, name, fields in _stats() if int(fields[2]) == pgid]
+
+
+def wait_for(predicate: Callable[[], object], seconds: float) -> bool:
+    """Poll ``predicate`` until it holds or ``seconds`` pass; its last value as a bool."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
