@@ -76,6 +76,7 @@ from pipesched.solver.planning import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity_depth import depth_table  # noqa: E402
+from fidelity_timeline import timeline_lines  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "fidelity.md"
@@ -189,6 +190,7 @@ def run(args: argparse.Namespace) -> str:
     orders: list[str] = []
     plans: list[str] = []
     reprofiled: list[str] = []
+    timelines: list[str] = []
     stage_bytes: dict[tuple, list[int]] = {}  # per split: parameter bytes of each model stage
     for p in args.worlds:
         rows = []
@@ -245,6 +247,9 @@ def run(args: argparse.Namespace) -> str:
             row = (row[0], row[1] + f" {args.previous[1].get((str(p), method), '–')} |")
             measured.append((method, preds, row[0]))
             lines.append(row[1])
+        timelines += timeline_lines(p, curve, [(_retimed(schedule, stage_costs[tuple(tuple(x) for x in jobs[j][1])], dispatch)
+                                                 .problem, [r[j] for r in results])
+                                                for j, (_m, _v, schedule, _b) in enumerate(rows)])
         orders.append(_order_check(p, measured))
         plans.append(_paired(args, cfg, p, found, [r[-1] for r in results]) + _stage_sums(model, stage_costs, sum(overhead), planned,
                                                                            even_split(len(layers), p)))
@@ -259,6 +264,8 @@ def run(args: argparse.Namespace) -> str:
     lines += ["", "Layers re-profiled just before each world size's solves and replays (ms, as above):", ""]
     lines += [f"- {x}" for x in reprofiled] + ["", "Order of methods (pairs whose predicted steps differ by > 10%):", ""]
     lines += [f"- {o}" for o in orders]
+    lines += ["", "From the replays' timelines (every rank's ops on one clock; alone = the whole-stage profile + "
+              "dispatch; benchmarks/fidelity_timeline.py):", ""] + [f"- {x}" for x in timelines]
     lines += depth_table(layers, x, args.depth_rounds)
     lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain). The split is "
               "chosen by ``runtime/profiled_split.py``: every contiguous segment a candidate split uses is profiled "

@@ -131,6 +131,9 @@ class PipelineExecutor:
         self.last_op_s: dict[OpId, float] = {}  # compute time of each of this rank's ops in the last step
         #: per op of the last step, seconds from its start: (waiting for the input began, compute began, ended)
         self.last_timeline: dict[OpId, tuple[float, float, float]] = {}
+        #: ``time.perf_counter()`` when the last step began: the timelines of several ranks (processes of
+        #: one machine share the monotonic clock) line up on it
+        self.last_step_t0 = 0.0
         self.last_op_cpu_s: dict[OpId, float] = {}  # this thread's CPU time per op: survives a loaded machine
         self.last_twin_s = 0.0  # the twin gradient sum after the last step (dual placement)
 
@@ -168,6 +171,7 @@ class PipelineExecutor:
             self.twins.finish()
             self.last_twin_s = time.perf_counter() - t_twin
         self.last_step_s = time.perf_counter() - t_step
+        self.last_step_t0 = t_step
         self.last_op_s = st.op_s
         self.last_op_cpu_s = st.op_cpu_s
         self.last_timeline = {op: (a - t_step, b - t_step, c - t_step) for op, (a, b, c) in st.timeline.items()}

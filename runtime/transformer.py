@@ -147,7 +147,8 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
     wall time ``step_s``, that step's busy (compute) time ``busy_s``, its compute in this thread's
     CPU time ``cpu_s`` (what a loaded machine does not inflate), its twin gradient sum ``twin_s`` (dual
     placement; 0 otherwise) and its ``timeline``: ``(kind, stage, microbatch, wait, start, end, cpu)``
-    per op (times from the step's start), all in seconds.
+    per op (times from the step's start), all in seconds; and ``steps``: every step's ``(t0, timeline)``,
+    ``t0`` its start on the machine's monotonic clock, so all ranks' ops line up (who ran at once).
     """
     from .executor import PipelineExecutor
 
@@ -166,17 +167,19 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
         recompute = [s for s in (rest[0] if rest else ()) if s in mine]
         ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
         best: dict = {"step_s": float("inf")}
+        every = []
         for _ in range(steps):
             for m in mine.values():
                 m.zero_grad(set_to_none=True)
             t0 = time.perf_counter()
             ex.step(tokens, targets)
             step_s = time.perf_counter() - t0
+            timeline = [(o.kind, o.stage, o.microbatch, *t, ex.last_op_cpu_s[o]) for o, t in ex.last_timeline.items()]
+            every.append((ex.last_step_t0, timeline))
             if step_s < best["step_s"]:
                 best = {"step_s": step_s, "busy_s": ex.last_busy_s, "cpu_s": sum(ex.last_op_cpu_s.values()),
-                        "twin_s": ex.last_twin_s,
-                        "timeline": [(o.kind, o.stage, o.microbatch, *t, ex.last_op_cpu_s[o])
-                                     for o, t in ex.last_timeline.items()]}
+                        "twin_s": ex.last_twin_s, "timeline": timeline}
+        best["steps"] = every
         grads = {f"{split[model(s)][0] + k}.{name}": w.grad.clone()
                  for s, m in mine.items() for k, layer in enumerate(m) for name, w in layer.named_parameters()}
         out.append({"grads": grads, **best})
