@@ -95,3 +95,46 @@ def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = N
     covers both."""
     world = dist.get_world_size(group)
     return [1.0] + _slowdowns(op, group, list(range(2, world + 1)), repeats, warmup, rounds, block_ms)
+
+
+def handoff_curve(op: Callable[[], object], group: dist.ProcessGroup | None = None, window_s: float = 0.3,
+                  rounds: int = 3) -> list[float]:
+    """``curve[j]`` (ms): how much longer a one-way hand-off between two ranks takes (a small tensor sent,
+    the receiver blocked in ``recv`` until it arrives) while ``j`` other ranks run ``op`` back to back,
+    than while they wait; ``j = 0 .. world − 2``, ``curve[0] = 0``. Every rank gets the same list.
+
+    Why: in a replay a rank waiting for its input sleeps, and when the input comes it must get a core
+    back. With more ranks than cores the others hold them, so every hand-off costs more than the link
+    alone: the term the slowdown curve (ops running) cannot see. Ranks 0 and 1 ping-pong for
+    ``window_s`` while ranks 2 .. j + 1 compute; the median round trip over ``rounds`` windows, halved."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    if world < 2:
+        return [0.0]
+    token = torch.zeros(16)
+    medians: list[list[float]] = [[] for _ in range(world - 1)]
+    for _ in range(max(1, rounds)):
+        for j in range(world - 1):
+            dist.barrier(group)
+            end = time.perf_counter() + window_s
+            if rank in (0, 1):
+                trips = []
+                while True:  # both pingers see the same count: rank 0 says when to stop in the token
+                    t0 = time.perf_counter()
+                    if rank == 0:
+                        token[0] = 1.0 if time.perf_counter() < end else 0.0
+                        dist.send(token, 1, group=group)
+                        dist.recv(token, 1, group=group)
+                    else:
+                        dist.recv(token, 0, group=group)
+                        dist.send(token, 0, group=group)
+                    trips.append(time.perf_counter() - t0)
+                    if token[0] == 0.0:
+                        break
+                medians[j].append(1e3 * statistics.median(trips) / 2)
+            elif rank < 2 + j:
+                while time.perf_counter() < end + 0.02:  # a little past the pingers' last trip
+                    op()
+    mine = torch.tensor([statistics.median(x) if x else 0.0 for x in medians], dtype=torch.float64)
+    dist.broadcast(mine, group=group, group_src=0)
+    base = float(mine[0])
+    return [max(0.0, float(x) - base) for x in mine]

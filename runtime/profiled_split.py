@@ -84,10 +84,12 @@ class ProfiledSplit:
 
 
 def shared_cores_score(contention: float | None = None, *, cores: float | None = None,
-                       curve: Sequence[float] | None = None) -> Callable[[Schedule, Costs], float]:
+                       curve: Sequence[float] | None = None, handoff: Sequence[float] | None = None
+                       ) -> Callable[[Schedule, Costs], float]:
     """A ``score`` for :func:`profiled_split` when ranks share cores: the candidate's schedule re-timed
     with its p ranks sharing ``cores`` cores, or p / ``contention``, or each of k busy ranks slowed by
-    the measured ``curve[k - 1]`` (:mod:`.shared_cores`)."""
+    the measured ``curve[k - 1]`` and each hand-off between ranks delayed by ``handoff`` (with the
+    curve only; :mod:`.shared_cores`)."""
     from pipesched.solver import from_order
 
     from .shared_cores import cores_makespan, curve_makespan
@@ -99,7 +101,7 @@ def shared_cores_score(contention: float | None = None, *, cores: float | None =
         bare = Problem.model_validate({**schedule.problem.model_dump(), "costs": costs.model_dump()})
         order = from_order(bare, schedule.method, schedule.order())
         if curve is not None:
-            return curve_makespan(order, curve)
+            return curve_makespan(order, curve, handoff)
         shared = cores if cores is not None else schedule.problem.devices / contention  # type: ignore[operator]
         return cores_makespan(order, shared)
 

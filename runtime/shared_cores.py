@@ -53,22 +53,33 @@ def cores_makespan(schedule: Schedule, cores: float) -> float:
     return _replay(schedule, lambda k: min(1.0, cores / k))
 
 
-def curve_makespan(schedule: Schedule, slowdown: Sequence[float]) -> float:
+def curve_makespan(schedule: Schedule, slowdown: Sequence[float], handoff: Sequence[float] | None = None) -> float:
     """The makespan of ``schedule``'s per-device order when each of ``k`` busy ranks runs
     ``slowdown[k - 1]`` times slower than alone (a measured curve,
-    :func:`pipesched.runtime.contention.slowdown_curve`; the last entry for larger ``k``)."""
+    :func:`pipesched.runtime.contention.slowdown_curve`; the last entry for larger ``k``).
+
+    ``handoff[j]`` (ms, optional; :func:`pipesched.runtime.contention.handoff_curve`): how much later
+    than on an idle machine a rank starts an op whose input another rank just sent, when ``j`` other
+    ranks are computing at that moment (the woken rank must get a core back). Added to every
+    cross-device edge, indexed by the ranks still computing when the producer ends."""
     if not slowdown or any(not (x >= 1.0 and math.isfinite(x)) for x in slowdown):
         raise ValueError(f"slowdown must be finite factors >= 1, one per count of busy ranks (got {list(slowdown)})")
-    return _replay(schedule, lambda k: 1.0 / slowdown[min(k, len(slowdown)) - 1])
+    if handoff is not None and (not handoff or any(not (x >= 0.0 and math.isfinite(x)) for x in handoff)):
+        raise ValueError(f"handoff must be finite delays >= 0, one per count of other busy ranks (got {list(handoff)})")
+    return _replay(schedule, lambda k: 1.0 / slowdown[min(k, len(slowdown)) - 1],
+                   None if handoff is None else (lambda j: handoff[min(j, len(handoff) - 1)]))
 
 
-def _replay(schedule: Schedule, speed_of: Callable[[int], float]) -> float:
+def _replay(schedule: Schedule, speed_of: Callable[[int], float],
+            handoff_of: Callable[[int], float] | None = None) -> float:
     """Event-by-event replay of the per-device order, each running op at ``speed_of(k)`` while ``k``
-    ops run."""
+    ops run; a cross-device edge waits ``handoff_of(j)`` more when ``j`` ops still run as its
+    producer ends."""
     inst = Instance.from_problem(schedule.problem)
     p = inst.devices
     order = schedule.order()
     end: dict[OpId, float] = {}
+    extra: dict[OpId, float] = {}  # the hand-off delay after each op's end, for its other-device consumers
     nxt = [0] * p  # index of each device's next op
     running: dict[int, tuple[OpId, float]] = {}  # device -> (op, remaining work)
     t = 0.0
@@ -80,7 +91,7 @@ def _replay(schedule: Schedule, speed_of: Callable[[int], float]) -> float:
             if d in running or nxt[d] >= len(order[d]):
                 continue
             op = order[d][nxt[d]]
-            ready = _ready(inst, op, end)
+            ready = _ready(inst, op, end, extra)
             if ready is None:
                 continue  # a predecessor has not ended yet
             if ready <= t + _EPS:
@@ -93,21 +104,28 @@ def _replay(schedule: Schedule, speed_of: Callable[[int], float]) -> float:
         speed = speed_of(len(running)) if running else 1.0
         step = min([rem / speed for _, rem in running.values()] + [w - t for w in waits])
         t += step
+        ended = []
         for d, (op, rem) in list(running.items()):
             rem -= step * speed
             if rem <= _EPS:
                 end[op] = t
+                ended.append(op)
                 del running[d]
             else:
                 running[d] = (op, rem)
+        if handoff_of is not None:
+            for op in ended:
+                extra[op] = handoff_of(len(running))
     return t
 
 
-def _ready(inst: Instance, op: OpId, end: dict[OpId, float]) -> float | None:
-    """When ``op``'s inputs are there (its predecessors' ends + lags), or None if one has not ended."""
+def _ready(inst: Instance, op: OpId, end: dict[OpId, float], extra: dict[OpId, float]) -> float | None:
+    """When ``op``'s inputs are there (its predecessors' ends + lags, + the hand-off from another
+    device), or None if one has not ended."""
     ready = 0.0
     for pred, lag in inst.predecessors(op):
         if pred not in end:
             return None
-        ready = max(ready, end[pred] + lag)
+        cross = inst.device(pred) != inst.device(op)
+        ready = max(ready, end[pred] + lag + (extra.get(pred, 0.0) if cross else 0.0))
     return ready

@@ -36,3 +36,19 @@ def test_every_rank_gets_the_same_curve_one_entry_per_count_of_busy_ranks() -> N
     assert values[0] == values[1] == values[2]  # all-reduced: one answer for the group
     assert len(values[0]) == 3 and values[0][0] == 1.0
     assert all(math.isfinite(x) and x >= 1.0 for x in values[0])
+
+
+def _handoff_rank(rank: int, world: int) -> list[float]:
+    import torch
+
+    from pipesched.runtime.contention import handoff_curve
+
+    a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
+    return handoff_curve(lambda: a @ a, window_s=0.05, rounds=1)
+
+
+def test_every_rank_gets_the_same_hand_off_curve_zero_without_other_ranks_busy() -> None:
+    values = [r.value for r in run_ranks(_handoff_rank, 3, timeout_s=GROUP_TIMEOUT_S)]
+    assert values[0] == values[1] == values[2]  # broadcast: one answer for the group
+    assert len(values[0]) == 2 and values[0][0] == 0.0  # j = 0, 1 other ranks computing
+    assert all(math.isfinite(x) and x >= 0.0 for x in values[0])

@@ -85,3 +85,28 @@ def test_a_curve_below_one_or_empty_is_refused() -> None:
     for bad in ([], [0.9, 1.0], [1.0, float("inf")]):
         with pytest.raises(ValueError, match="slowdown must be finite factors >= 1"):
             curve_makespan(schedule, bad)
+
+
+@pytest.mark.parametrize("problem, method", CASES, ids=[m for _, m in CASES])
+def test_a_hand_off_delay_is_the_same_as_more_comm_when_it_does_not_depend_on_the_load(
+        problem: Problem, method: str) -> None:
+    """No delay changes nothing; a delay d whatever the load is the schedule's order re-timed with
+    comm + d (a hand-off only crosses devices, as comm does); a delay only under load lies between."""
+    from pipesched.solver import from_order
+
+    schedule = solve(problem, method)
+    p, comm = problem.devices, problem.costs.comm
+    flat = [1.0] * p
+    assert curve_makespan(schedule, flat, [0.0] * (p - 1)) == pytest.approx(schedule.makespan, rel=1e-9)
+    more_comm = problem.model_copy(update={"costs": problem.costs.model_copy(update={"comm": comm + 0.5})})
+    expected = from_order(more_comm, method, schedule.order()).makespan
+    assert curve_makespan(schedule, flat, [0.5]) == pytest.approx(expected, rel=1e-9)
+    loaded_only = [0.0] + [0.5] * (p - 2) if p > 2 else [0.0]
+    assert schedule.makespan - 1e-9 <= curve_makespan(schedule, flat, loaded_only) <= expected + 1e-9
+
+
+def test_a_negative_or_empty_hand_off_is_refused() -> None:
+    schedule = solve(Problem(devices=2, microbatches=2), "1f1b")
+    for bad in ([], [-0.1], [float("nan")]):
+        with pytest.raises(ValueError, match="handoff must be finite delays >= 0"):
+            curve_makespan(schedule, [1.0], bad)
