@@ -83,7 +83,7 @@ def contention_factor(group: dist.ProcessGroup | None = None, size: int = 192, r
 
 
 def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = None, repeats: int = 5,
-                   warmup: int = 2, rounds: int = 3, block_ms: float = 60.0) -> list[float]:
+                   warmup: int = 2, rounds: int = 3, block_ms: float = 60.0, cores: int | None = None) -> list[float]:
     """``curve[k - 1]``: how much longer ``op`` (a real stage op, e.g. a block's forward and backward)
     takes on each of ``k`` ranks running it at once than on one rank alone, for ``k = 1 .. world``;
     every rank of ``group`` calls this and gets the same list.
@@ -92,9 +92,18 @@ def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = N
     fewer compete, and the slowdown with ``k`` busy ranks is neither 1 nor the all-busy factor; nor is
     it ``k / cores`` on a virtual machine whose vCPUs slow each other. Re-timing a schedule with the
     measured slowdown for each count of busy ranks (:func:`pipesched.runtime.shared_cores.curve_makespan`)
-    covers both."""
+    covers both.
+
+    Each entry is at least ``k / cores`` (``cores``: the CPUs this process may use): ``k`` one-thread
+    ranks cannot together run faster than the cores do. A reading below that (1.39 for 3 ranks on 2
+    vCPUs, once) comes from ranks whose timed blocks did not fully overlap, which the re-timing,
+    where the k ops do run together, must not inherit."""
+    from .shared_cores import usable_cores
+
     world = dist.get_world_size(group)
-    return [1.0] + _slowdowns(op, group, list(range(2, world + 1)), repeats, warmup, rounds, block_ms)
+    cores = usable_cores() if cores is None else cores
+    raw = [1.0] + _slowdowns(op, group, list(range(2, world + 1)), repeats, warmup, rounds, block_ms)
+    return [max(x, k / cores) for k, x in enumerate(raw, 1)]
 
 
 def handoff_curve(op: Callable[[], object], group: dist.ProcessGroup | None = None, window_s: float = 0.3,

@@ -52,3 +52,19 @@ def test_every_rank_gets_the_same_hand_off_curve_zero_without_other_ranks_busy()
     assert values[0] == values[1] == values[2]  # broadcast: one answer for the group
     assert len(values[0]) == 2 and values[0][0] == 0.0  # j = 0, 1 other ranks computing
     assert all(math.isfinite(x) and x >= 0.0 for x in values[0])
+
+
+def _one_core_curve_rank(rank: int, world: int) -> list[float]:
+    import torch
+
+    from pipesched.runtime.contention import slowdown_curve
+
+    a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
+    return slowdown_curve(lambda: a @ a, repeats=2, warmup=1, rounds=1, block_ms=5.0, cores=1)
+
+
+def test_the_curve_is_never_below_what_the_cores_allow() -> None:
+    """On one core, k ranks at once take at least k times as long, whatever the timing read."""
+    values = [r.value for r in run_ranks(_one_core_curve_rank, 3, timeout_s=GROUP_TIMEOUT_S)]
+    assert values[0] == values[1] == values[2]
+    assert all(x >= k for k, x in enumerate(values[0], 1))
