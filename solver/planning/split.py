@@ -52,18 +52,20 @@ class SplitContext:
     cluster: Cluster
     microbatches: int
     shared: bool = True  # check a stage against its k-share of the device's memory (else all of it)
+    inflight: tuple[int, ...] | None = None  # ``k_s`` other than 1F1B's (:mod:`.paced`)
 
     @classmethod
     def of(cls, layers: list[ExpandedLayer], cluster: Cluster, microbatches: int) -> SplitContext:
         return cls(LayerTable(layers), cluster, microbatches)
 
     def loosened(self) -> SplitContext:
-        return SplitContext(self.table, self.cluster, self.microbatches, shared=False)
+        return SplitContext(self.table, self.cluster, self.microbatches, shared=False, inflight=self.inflight)
 
     def __post_init__(self) -> None:
         self.S = self.cluster.num_stages
         self.device = stage_devices(self.cluster)
-        self.k = [min(self.microbatches, self.S - s) for s in range(self.S)]
+        self.k = (list(self.inflight) if self.inflight is not None
+                  else [min(self.microbatches, self.S - s) for s in range(self.S)])
         per_device = [0] * self.cluster.devices
         for s, d in enumerate(self.device):
             per_device[d] += self.k[s]
