@@ -62,6 +62,7 @@ from ..core.tolerance import cap_with_slack
 from .chain import OpClass, op_classes
 from .dual import dual_bound
 from .held_w import held_w_bound
+from .turn_relay import turn_relay_bound
 
 
 def subset_bound(jobs: Sequence[tuple[float, float, float]]) -> float:
@@ -299,8 +300,9 @@ def device_span_bounds(inst: Instance) -> list[float]:
 
 
 def makespan_lower_bound(inst: Instance) -> float:
-    """Per-device subset and rank bounds with absolute heads/tails, first start + span, memory lanes."""
-    best = max(head_work_tail_bound(inst), rank_makespan_bound(inst), held_w_bound(inst))
+    """Per-device subset and rank bounds with absolute heads/tails, first start + span, memory lanes;
+    held Ws and the V's turn relay (:mod:`.held_w`, :mod:`.turn_relay`)."""
+    best = max(head_work_tail_bound(inst), rank_makespan_bound(inst), held_w_bound(inst), turn_relay_bound(inst))
     spans = device_span_bounds(inst)
     by_op = {c.op: c for c in op_classes(inst)}
     for d in range(inst.devices):  # lanes start no earlier than F's head; the last op's tail follows
@@ -316,7 +318,8 @@ def makespan_lower_bound(inst: Instance) -> float:
 
 
 def stage_span_lower_bound(inst: Instance) -> float:
-    return max(device_span_bounds(inst), default=0.0)
+    """The largest per-device span bound, and the V's turn relay (:mod:`.turn_relay`)."""
+    return max(max(device_span_bounds(inst), default=0.0), turn_relay_bound(inst))
 
 
 def lower_bound(inst: Instance) -> float:
