@@ -7,8 +7,8 @@ A decomposition: candidate splits are scheduled by an ordinary method, the best 
    under the V placement the one its V-turn term favours (:func:`.v_turn_window.v_turn_split`),
    the AdaPipe-style DP and the uniform, torchtitan and Megatron rules, and each of them that recomputes
    again with per-layer recompute (:func:`.partial.thinned`: only the layers the estimate needs), and
-   under a cap the balanced DP with Little's law's in-flight counts (:func:`.paced.paced`) when its
-   split bound is under every other rule's; each distinct split is induced
+   under a cap the balanced DP with Little's law's in-flight counts and per-layer recompute
+   (:func:`.paced.paced`) when its split bound is under every other rule's; each distinct split is induced
    (:mod:`.induce`) and solved with the same method and the same time share, so the baselines are
    measured exactly like the plan. Splits are solved least lower bound first
    (:func:`.bound.split_bound`, raised to the solver's analytic bound of the split's problem).
@@ -217,8 +217,7 @@ class _Search:
                "megatron": megatron(ctx, layers)}
         for name, split in list(out.items()):  # per-layer recompute: only the layers the estimate needs
             out[f"{name}, per layer"] = thinned(ctx, split)
-        out["paced"], paced_ctx = self.paced([x for x in out.values() if x is not None])
-        out["paced, per layer"] = thinned(paced_ctx, out["paced"])
+        out["paced"] = self.paced([x for x in out.values() if x is not None])  # per-layer counts already
         if all(s is None for s in out.values()):  # the estimate fits nothing: let the exact limit decide
             free = SplitContext.of(layers, self.cluster.model_copy(update={"memory_per_device": None}), self.m)
             found = least_recompute(free, min_max_cap(free))
@@ -227,21 +226,21 @@ class _Search:
                 out["balanced"] = Split.of(b, [free.table.can_recompute(b[s], b[s + 1]) for s in range(free.S)])
         return out
 
-    def paced(self, rules: list[Split]) -> tuple[Split | None, SplitContext]:
+    def paced(self, rules: list[Split]) -> Split | None:
         """The paced split (:mod:`.paced`: Little's law's in-flight counts at the bound over all splits),
         offered only when its split bound is under every other rule's: an extra rule takes a share of
         the budget from the baselines (8B s = 8k p = 8 tight at 10 s: its paced split schedules at
         6476.5 and the walk then lacked the time that found 6206.5), so it must find what they cannot."""
-        found, ctx = paced(self.layers, self.ctx, self.floor)
+        found = paced(self.layers, self.ctx, self.floor)[0]
         if found is None:
-            return None, ctx
+            return None
         others = [self.strengthen(self.prepare(s)).bound for s in rules]
         fresh = found not in self.seen
         if self.strengthen(self.prepare(found)).bound < min(others, default=math.inf):
-            return found, ctx
+            return found
         if fresh:  # not offered: the walk may still reach it
             del self.seen[found]
-        return None, ctx
+        return None
 
     def neighbours(self, best: Candidate, wide: bool = False) -> list[Split]:
         """Local moves of boundary layers off the busiest devices (``wide``: off every device), recompute

@@ -71,7 +71,7 @@ def test_paced_split_of_the_70b_p8_tight_case():
     """``benchmarks/plan.py``'s 70B, V = 128k, s = 4k, p = 8 tight case, at its plan bound (2748.48 ms):
     Little's law asks fewer microbatches in flight than 1F1B early and more late, so no stage from the
     fifth on takes 12 blocks (1F1B's balanced split gives the seventh 12, whose held Ws alone bound
-    that split at 3041.8) and only the first stage recomputes."""
+    that split at 3041.8) and only the first stage recomputes, 4 of its 9 blocks."""
     layers, cluster = _case(BIG, 4096, 23.188)
     ctx = SplitContext.of(layers, cluster, 32)
     assert ctx.k == [8, 7, 6, 5, 4, 3, 2, 1]
@@ -80,12 +80,13 @@ def test_paced_split_of_the_70b_p8_tight_case():
     assert paced_ctx.k == [6, 6, 5, 5, 4, 3, 3, 2]
     assert found.bounds == (0, 10, 19, 29, 39, 49, 60, 71, 82)
     assert found.recompute == (True,) + (False,) * 7
+    assert found.partial == (4,) + (None,) * 7  # 6 in flight and one W held back; without the W: 2
     b = found.bounds
     assert all(paced_ctx.demand(s, b[s], b[s + 1], found.recompute[s]) <= paced_ctx.budget[s] + 1e-9 for s in range(8))
 
 
 def test_the_planner_offers_the_paced_split_only_under_every_other_rules_bound():
-    """70B p = 8 tight: the paced split's bound (2877.1) is under every other rule's (the AdaPipe-style
+    """70B p = 8 tight: the paced split's bound (2865.1) is under every other rule's (the AdaPipe-style
     3056.1), so it is a rule; 8B s = 8k p = 8 tight: it is not (6186.0 against 6159.6), so it is neither
     offered nor left among the seen splits (the walk may still reach it)."""
     big, big_cluster = _case(BIG, 4096, 23.188)
