@@ -114,8 +114,9 @@ def turn_relay_spans(inst: Instance) -> list[float]:
         return out
     classes = {c.op: c for c in op_classes(inst)}
     last = "W" if inst.split_backward else "B"
+    work = inst.device_work()
     for e in range(p):
-        done = _done_before_last_turn(inst, e)
+        done = _done_before_last_turn(inst, e, work[e])
         if done is None:
             continue
         s, t = e, 2 * p - 1 - e
@@ -127,7 +128,7 @@ def turn_relay_spans(inst: Instance) -> list[float]:
     return out
 
 
-def _done_before_last_turn(inst: Instance, e: int) -> float | None:
+def _done_before_last_turn(inst: Instance, e: int, work: float) -> float | None:
     """Least work device ``e`` has run when its last chunk-1 forward starts; None if it does not apply."""
     p, m = inst.devices, inst.microbatches
     cap = inst.memory_cap(e)
@@ -139,7 +140,7 @@ def _done_before_last_turn(inst: Instance, e: int) -> float | None:
     if room < 0:
         return None  # not even the last microbatch fits: infeasible, another check says so
     own = sum(inst.duration[k][x] for k in inst.kinds for x in (s, t)) - inst.duration["F"][s]
-    return inst.device_work()[e] - own - owed_work(states, room, m - 1)
+    return work - own - owed_work(states, room, m - 1)
 
 
 def turn_relay_bound(inst: Instance) -> float:
@@ -152,9 +153,10 @@ def turn_relay_bound(inst: Instance) -> float:
             or inst.overlap is not None):
         return 0.0
     classes = {c.op: c for c in op_classes(inst)}
+    work = inst.device_work()
     best = 0.0
     for e in range(p):
-        done = _done_before_last_turn(inst, e)
+        done = _done_before_last_turn(inst, e, work[e])
         if done is None:
             continue
         turn = classes[OpId("F", 2 * p - 1 - e, 0)]

@@ -79,7 +79,7 @@ def test_the_count_holds_on_every_schedule_the_heuristics_find() -> None:
             t = 2 * inst.devices - 1 - e
             tau = max(o.start for o in sched.ops if o.kind == "F" and o.stage == t)
             done = sum(o.end - o.start for o in sched.ops if o.device == e and o.end <= tau + 1e-9)
-            assert done >= _done_before_last_turn(inst, e) - 1e-6, f"{method} p{inst.devices} device {e}"
+            assert done >= _done_before_last_turn(inst, e, inst.device_work()[e]) - 1e-6, f"{method} p{inst.devices} device {e}"
             checked += 1
     assert checked == 2 * (4 + 3 + 2 + 2)
 
