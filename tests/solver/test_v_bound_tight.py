@@ -15,6 +15,7 @@ from pipesched.solver import Instance, Problem, SolveOptions, solve
 from pipesched.solver.bounds.analytic import lower_bound
 from pipesched.solver.bounds.combinatorial import combinatorial_bound
 from pipesched.solver.bounds.shared_cap import shared_cap_bound
+from pipesched.solver.bounds.turn_relay import turn_relay_bound
 from pipesched.solver.bounds.v_turn import v_turn_bound
 
 #: The 1.5B and 6.2B profiles of ``benchmarks/cases.py`` halved per chunk; memory per chunk in units of
@@ -48,6 +49,10 @@ CASES = {
     "uneven-p2-m4-cap2.6": _v(2, 4, UNEVEN, 0.4, 2.6),
     "uneven-p2-m3-cap2-makespan": _v(2, 3, UNEVEN, 0.4, 2.0, "makespan"),
     "slow-turn-p3-m3-cap3": _v(3, 3, SLOW_TURN, 0.4, 3.0),
+    "1.5B-p2-m3-0.75p": _v(2, 3, *PAPER["1.5B"], 3),
+    "1.5B-p2-m3-1p-fused": Problem(devices=2, microbatches=3, stages_per_device=2, placement="v", split_backward=False,
+                                   costs=PAPER["1.5B"][0], memory={"forward": 1.0, "backward_input": -1.0,
+                                                                   "backward_weight": 0.0, "limit": 4}),
 }
 
 
@@ -59,5 +64,6 @@ def test_no_v_bound_exceeds_the_proven_optimum(name: str) -> None:
     best = exact.objective_value
     inst = Instance.from_problem(problem)
     for label, value in (("v-turn", v_turn_bound(inst)), ("shared-cap", shared_cap_bound(inst)),
+                         ("turn-relay", turn_relay_bound(inst)),
                          ("combinatorial", max(lower_bound(inst), combinatorial_bound(inst)))):
         assert value <= best + 1e-9 * max(1.0, best), f"{name}: {label} bound {value} > optimum {best}"
