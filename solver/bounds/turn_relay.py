@@ -52,7 +52,7 @@ from itertools import combinations
 
 from ..core.instance import Instance, OpId
 from ..core.tolerance import cap_with_slack
-from .chain import op_classes
+from .chain import OpClass, op_classes
 
 
 def owed_work(states: list[tuple[float, float]], room: float, count: int) -> float:
@@ -105,20 +105,26 @@ def _states(inst: Instance, s: int, t: int) -> list[tuple[float, float]] | None:
     ]
 
 
+def _relays(inst: Instance) -> tuple[dict[OpId, OpClass], list[tuple[int, float]]]:
+    """The chain classes and, per relay device ``e`` where the count applies, the least work ``e`` has
+    run when its last chunk-1 forward starts; nothing off the V (two stages a device, no dual, no
+    overlapped pairs)."""
+    p = inst.devices
+    if (inst.placement != "v" or inst.stages_per_device != 2 or inst.num_stages != 2 * p or inst.dual
+            or inst.overlap is not None or inst.microbatches < 1):
+        return {}, []
+    work = inst.device_work()
+    done = [(e, x) for e in range(p) if (x := _done_before_last_turn(inst, e, work[e])) is not None]
+    return ({c.op: c for c in op_classes(inst)} if done else {}), done
+
+
 def turn_relay_spans(inst: Instance) -> list[float]:
     """Per device ``d``: the largest span bound over relay devices ``e >= d`` (0 when it does not apply)."""
-    p, m = inst.devices, inst.microbatches
+    p = inst.devices
     out = [0.0] * p
-    if (inst.placement != "v" or inst.stages_per_device != 2 or inst.num_stages != 2 * p or inst.dual
-            or inst.overlap is not None or m < 1):
-        return out
-    classes = {c.op: c for c in op_classes(inst)}
+    classes, relays = _relays(inst)
     last = "W" if inst.split_backward else "B"
-    work = inst.device_work()
-    for e in range(p):
-        done = _done_before_last_turn(inst, e, work[e])
-        if done is None:
-            continue
+    for e, done in relays:
         s, t = e, 2 * p - 1 - e
         for d in range(e + 1):
             reach = classes[OpId("F", s, 0)].head - classes[OpId("F", d, 0)].head
@@ -148,17 +154,9 @@ def turn_relay_bound(inst: Instance) -> float:
     relay from time 0 (``F(s)``'s head) through ``e``'s done work to the end of ``z``'s chain."""
     if inst.objective == "stage_span":
         return max(turn_relay_spans(inst), default=0.0)
-    p = inst.devices
-    if (inst.placement != "v" or inst.stages_per_device != 2 or inst.num_stages != 2 * p or inst.dual
-            or inst.overlap is not None):
-        return 0.0
-    classes = {c.op: c for c in op_classes(inst)}
-    work = inst.device_work()
+    classes, relays = _relays(inst)
     best = 0.0
-    for e in range(p):
-        done = _done_before_last_turn(inst, e, work[e])
-        if done is None:
-            continue
-        turn = classes[OpId("F", 2 * p - 1 - e, 0)]
+    for e, done in relays:
+        turn = classes[OpId("F", 2 * inst.devices - 1 - e, 0)]
         best = max(best, classes[OpId("F", e, 0)].head + done + turn.duration + turn.tail)
     return best
