@@ -34,12 +34,20 @@ below ZB-V (``zb-v-greedy`` equals ZB-V there), at 1.5p the grid beats ``zb-v-gr
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..budget import POLISH_SHARE, V_LOCAL_SEARCH_SHARE, note_wall_cut, trials_for
+from ..budget import (
+    POLISH_SHARE,
+    V_LOCAL_SEARCH_SHARE,
+    V_WIDE_GRID_ORDER,
+    V_WIDE_GRID_PER_TRIAL,
+    note_wall_cut,
+    trials_for,
+)
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan
@@ -278,8 +286,44 @@ def vm_candidates(inst: Instance, keep: int = 3, trials: int = 0, deadline: floa
             incs.append((name + "+search", improve(inst, inc, Trials(trials // len(starts), deadline))))
         incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
         incs += _chain_search(inst, incs, Trials(int(V_LOCAL_SEARCH_SHARE * trials), deadline))
+        incs += wide_candidates(inst, incs, trials, deadline)
         incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
     return [inc for _, inc in incs[:keep]]
+
+
+#: The memory-alone policies (``extra=None``) in product order; :data:`~..budget.V_WIDE_GRID_ORDER` ranks them.
+WIDE_GRID = tuple(VMPolicy(rank, None, w, None, turn)
+                      for rank in itertools.permutations(("B1", "B0", "F1", "F0"))
+                      for w in ("fits", "eager") for turn in (True, False))
+
+
+def wide_candidates(inst: Instance, incs: list[tuple[str, Incumbent]], trials: int,
+                    deadline: float = math.inf) -> list[tuple[str, Incumbent]]:
+    """The wide grid's best order not among ``incs``, and that order after both searches on budgets of
+    their own (so it only adds orders). Why (issue 12 target 2): at 1.5p the best policy differs from case
+    to case (a two-policy cover chosen on two profiles lost up to 1.87% on the other two), and admitting by
+    memory alone lets device 0 fill the head window that ZB-V's admission count leaves idle.
+    ``V_WIDE_GRID_PER_TRIAL`` policies per trial, in the order of ``V_WIDE_GRID_ORDER``."""
+    n = min(len(WIDE_GRID), int(V_WIDE_GRID_PER_TRIAL * trials))
+    seen = {tuple(tuple(ops) for ops in inc.order) for _, inc in incs}
+    grid: list[tuple[str, Incumbent]] = []
+    for k in V_WIDE_GRID_ORDER[:n]:
+        if time.perf_counter() >= deadline:
+            note_wall_cut("V wide grid")
+            break
+        try:
+            order = vm_order(inst, WIDE_GRID[k])
+        except (DeadlockError, NotApplicableError):
+            continue
+        if tuple(tuple(ops) for ops in order) not in seen:
+            grid.append(("wide", Incumbent.of(inst, order)))
+    if not grid:
+        return []
+    grid.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
+    name, inc = grid[0]
+    better = improve(inst, inc, Trials(trials, deadline))
+    out = [(name, inc), (name + "+search", better)]
+    return out + _chain_search(inst, out[1:], Trials(int(V_LOCAL_SEARCH_SHARE * trials), deadline))
 
 
 def _chain_search(inst: Instance, incs: list[tuple[str, Incumbent]], trials: Trials) -> list[tuple[str, Incumbent]]:
