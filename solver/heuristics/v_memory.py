@@ -297,6 +297,11 @@ WIDE_GRID = tuple(VMPolicy(rank, None, w, None, turn)
                       for w in ("fits", "eager") for turn in (True, False))
 
 
+def wide_count(trials: int) -> int:
+    """How many wide-grid policies run beside a search of ``trials`` (a count, for ``auto``'s charge too)."""
+    return min(len(WIDE_GRID), int(V_WIDE_GRID_PER_TRIAL * trials))
+
+
 def wide_candidates(inst: Instance, incs: list[tuple[str, Incumbent]], trials: int,
                     deadline: float = math.inf) -> list[tuple[str, Incumbent]]:
     """The wide grid's best order not among ``incs``, and that order after both searches on budgets of
@@ -304,7 +309,7 @@ def wide_candidates(inst: Instance, incs: list[tuple[str, Incumbent]], trials: i
     to case (a two-policy cover chosen on two profiles lost up to 1.87% on the other two), and admitting by
     memory alone lets device 0 fill the head window that ZB-V's admission count leaves idle.
     ``V_WIDE_GRID_PER_TRIAL`` policies per trial, in the order of ``V_WIDE_GRID_ORDER``."""
-    n = min(len(WIDE_GRID), int(V_WIDE_GRID_PER_TRIAL * trials))
+    n = wide_count(trials)
     seen = {tuple(tuple(ops) for ops in inc.order) for _, inc in incs}
     grid: list[tuple[str, Incumbent]] = []
     for k in V_WIDE_GRID_ORDER[:n]:

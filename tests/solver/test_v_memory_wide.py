@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from pipesched.solver import Instance, Problem, SolveOptions, solve
 from pipesched.solver.budget import V_WIDE_GRID_ORDER
 from pipesched.solver.core.metrics import peak_memory
-from pipesched.solver.heuristics.v_memory import POLICIES, WIDE_GRID, vm_order, wide_candidates
+from pipesched.solver.heuristics.v_memory import (
+    POLICIES,
+    WIDE_GRID,
+    vm_order,
+    wide_candidates,
+    wide_count,
+)
 from pipesched.solver.timing.finalize import finalize
 from pipesched.solver.timing.retime import Incumbent, compact
 from pipesched.solver.timing.simulate import DeadlockError
@@ -42,6 +48,7 @@ def _grid_best(inst: Instance, policies: tuple) -> float:
 def test_the_order_ranks_every_wide_policy_once() -> None:
     assert sorted(V_WIDE_GRID_ORDER) == list(range(len(WIDE_GRID))) and len(WIDE_GRID) == 96
     assert all(pol.extra is None for pol in WIDE_GRID)
+    assert wide_count(0) == 0 and wide_count(10) == 10 and wide_count(10**6) == len(WIDE_GRID)
 
 
 @settings(max_examples=20, deadline=None)
