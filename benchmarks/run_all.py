@@ -93,6 +93,7 @@ STEPS: tuple[Step, ...] = (
     Step("batch_stop", ("batch_stop.py", "--trials", "2"), ("batch_stop.md",), False),
     Step("scale_out", ("scale_out.py",), ("scale_out.md",), False),
     Step("fidelity", ("fidelity.py",), ("fidelity.md",), False),
+    Step("host_memory", ("host_memory.py",), ("host_memory.md",), False),
     Step("v_placement_relax", ("v_placement_relax.py",), ("v_placement_relax.md",), False),
     Step("scale_out_hits", ("scale_out.py", "--only", "hits"), ("scale_out_hits.md",), False),
     Step("scale_out_ray", ("scale_out.py", "--only", "ray"), ("scale_out_ray.md",), False),

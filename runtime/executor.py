@@ -49,6 +49,7 @@ from pipesched.solver.timing.validate import validate
 
 from .comm import Pending, Transport
 from .errors import PipelineError, ScheduleMismatchError
+from .host_memory import keep_freed_host_memory
 from .plan import Message, PostRecv, Send, next_stage, prev_stage, rank_plan
 from .recompute import Replay, forward_again, forward_without_graph
 from .split_backward import WeightGrad, backward_full, backward_input
@@ -100,6 +101,7 @@ class PipelineExecutor:
         loss_reduction: Literal["mean", "sum"] = "mean",
         recompute: Collection[int] = (),
     ) -> None:
+        keep_freed_host_memory()  # CPU ops then cost what the profiler measured (host_memory.py)
         self.rank = dist.get_rank(group)
         self.inst = check_schedule(schedule, self.rank, dist.get_world_size(group), stages)
         if loss_reduction not in ("mean", "sum"):

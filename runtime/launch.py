@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from .host_memory import keep_freed_host_memory
+
 #: Seconds a rank that already reported may spend tearing down before it is killed.
 TEARDOWN_GRACE_S = 1.0
 
@@ -45,6 +47,7 @@ def _entry(fn: Callable[..., Any], rank: int, world: int, port: int, backend: st
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
+    keep_freed_host_memory()  # before any tensor: ops cost what profiles measured
     try:
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=pg_timeout_s))

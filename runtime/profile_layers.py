@@ -33,6 +33,7 @@ from torch import nn
 from pipesched.solver import Costs, Problem, solve
 from pipesched.solver.planning import Layer, LayerMemory, Link, Model, Recompute
 
+from .host_memory import keep_freed_host_memory
 from .split_backward import WeightGrad, backward_input
 
 GIB = 2.0**30
@@ -213,6 +214,7 @@ def profile_layers(
         raise ValueError(f"repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
     if loss_fn is not None and sample_target is None:
         raise ValueError("loss_fn needs sample_target (one microbatch of targets)")
+    keep_freed_host_memory()  # time ops as a replay runs them (host_memory.py)
 
     def loss(out: torch.Tensor) -> torch.Tensor:
         return out.float().mean() if loss_fn is None else loss_fn(out, sample_target)

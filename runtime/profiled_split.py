@@ -29,6 +29,7 @@ from torch import nn
 from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Link, Model
 
+from .host_memory import keep_freed_host_memory
 from .profile_layers import OpClock
 from .split_backward import backward_input
 
@@ -136,6 +137,7 @@ def profile_segments(layers: Sequence[nn.Module], segments: Sequence[Segment], s
     of the ``rounds`` timed rounds. The segment ending at the last layer is timed with the loss
     (``loss_fn(output, sample_target)``, default the output's mean). ``cpu_time`` times this thread's
     CPU time instead of the wall clock (CPU only)."""
+    keep_freed_host_memory()  # time ops as a replay runs them (host_memory.py)
     n = len(layers)
     segs = sorted({(int(a), int(b)) for a, b in segments})
     bad = [s for s in segs if not 0 <= s[0] < s[1] <= n]
