@@ -353,6 +353,11 @@ V_WIDE_GRID_ORDER = (
 #: (7.6e-6 against 2.3e-6 s per op, 14.6B p8 m32 1.5p), so the grid costs about what the first search
 #: does; all 96 run from 60 s at p = 8, m = 32, the first 54 at 10 s and 1152 ops (policy).
 V_WIDE_GRID_PER_TRIAL = 1.0
+#: Wall seconds per op and policy of that wide grid, its timing included, as ``auto`` charges it (measured
+#: 7.6e-6 at 14.6B p8 m32 1.5p; rounded up by the same margin as :data:`V_MEMORY_S_PER_OP`, whose 6e-5
+#: would book about 3.7 s of a 10 s limit for what takes 0.5 s). The two searches that follow it are
+#: charged :data:`TRIAL_S_PER_OP` per trial each.
+V_WIDE_S_PER_OP = 2.5e-5
 #: How many places an op may jump in one move of the interleaved order search
 #: (:mod:`pipesched.solver.heuristics.interleaved_local`): 8 beat 4 on its tuning set (mean 0.87% against
 #: 0.82% below the better of IZB and the interleaved greedy, never worse on a case).

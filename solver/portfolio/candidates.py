@@ -39,6 +39,7 @@ from ..budget import (
     RETIMED_ORDERS,
     TRIAL_S_PER_OP,
     V_MEMORY_S_PER_OP,
+    V_WIDE_S_PER_OP,
     grid_seconds,
     grid_share,
     heuristic_share,
@@ -54,7 +55,7 @@ from ..heuristics.interleaved_memory import interleaved_candidates
 from ..heuristics.trials import Trials
 from ..heuristics.v_memory import POLICIES as VM_POLICIES
 from ..heuristics.v_memory import applies as vm_applies
-from ..heuristics.v_memory import search_trials, vm_candidates
+from ..heuristics.v_memory import search_trials, vm_candidates, wide_count
 from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
 from ..timing.retime import Incumbent
 
@@ -189,7 +190,8 @@ def _v_memory(inst: Instance, out: list[tuple[str, Incumbent]], spent: float, li
     if not vm_applies(inst):
         return out, spent
     trials = search_trials(inst, limit)
-    cost = inst.num_ops * (V_MEMORY_S_PER_OP * (len(VM_POLICIES) + 2) + TRIAL_S_PER_OP * trials)  # + ZB-V, deferred W
+    cost = inst.num_ops * (V_MEMORY_S_PER_OP * (len(VM_POLICIES) + 2)  # + ZB-V, deferred W
+                           + V_WIDE_S_PER_OP * wide_count(trials) + 2 * TRIAL_S_PER_OP * trials)  # 2 x 2 searches
     if inst.num_ops > FULL_MODEL_OPS and time.perf_counter() + cost > deadline:
         note_wall_cut("V memory orders")
         return out, spent
