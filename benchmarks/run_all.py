@@ -116,6 +116,7 @@ SNAPSHOTS: dict[str, str] = {
     "fidelity_drift.md": "an idle fidelity run whose layer profile ran about 40% slower than the stage profile a minute later",
     "fidelity_992102d.md": "the idle fidelity run at commit 992102d, the last whose main column was the uniform factor",
     "fidelity_aaecb27.md": "a second idle fidelity run with the slowdown curve, at commit aaecb27, minutes after the first",
+    "fidelity_42880b5.md": "the idle fidelity run at commit 42880b5 (AMD VM), the last before freed host memory was kept",
     "fidelity_ed5faf2.md": "the first idle fidelity run with the slowdown curve (commit ed5faf2, Intel VM), before the curve's k / cores floor",
 }
 
