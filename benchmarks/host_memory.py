@@ -40,38 +40,30 @@ def measure(steps: int, time_limit: float) -> list[dict]:
     import torch
     from fidelity import METHODS, induced_problem  # the fidelity benchmark's model and problems
 
+    from pipesched.runtime import transformer as tt
     from pipesched.runtime.host_memory import keep_freed_host_memory
     from pipesched.runtime.launch import run_ranks
     from pipesched.runtime.profile_layers import LinkProfile, op_overhead, profile_layers
-    from pipesched.runtime.transformer import (
-        TinyTransformer,
-        config_dict,
-        even_split,
-        lm_loss,
-        replay_rank,
-        sample_tokens,
-        transformer_layers,
-    )
     from pipesched.solver import SolveOptions, solve
 
     torch.set_num_threads(1)
     kept = keep_freed_host_memory()  # a no-op under PIPESCHED_HOST_MALLOC=default
-    cfg = TinyTransformer(vocab=8192, hidden=256, heads=4, ffn=1024, layers=8, seq=128)
-    layers = transformer_layers(cfg)
-    x, y = sample_tokens(2, cfg)
+    cfg = tt.TinyTransformer(vocab=8192, hidden=256, heads=4, ffn=1024, layers=8, seq=128)
+    layers = tt.transformer_layers(cfg)
+    x, y = tt.sample_tokens(2, cfg)
     overhead = op_overhead()
-    model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, op_overhead=overhead, repeats=7, warmup=2)
+    model = profile_layers(layers, x, loss_fn=tt.lm_loss, sample_target=y, op_overhead=overhead, repeats=7, warmup=2)
     link = LinkProfile(latency_ms=0.1, gib_per_ms=None, samples=())  # loopback: latency only
     p, microbatches = 2, 8
     rows, jobs = [], []
     for method, v, placement in METHODS:
-        split = even_split(len(layers), p if placement == "dual" else p * v)
+        split = tt.even_split(len(layers), p if placement == "dual" else p * v)
         problem = induced_problem(model, split, p, v, placement, microbatches, overhead, link, 1.0)
         schedule = solve(problem, method, SolveOptions(time_limit_s=time_limit))
         rows.append({"method": method, "predicted": schedule.makespan, "kept": kept})
         jobs.append((schedule.model_dump_json(), split))
     for row, job in zip(rows, jobs, strict=True):  # fresh rank processes per method, as a trainer runs one
-        ranks = [r.value for r in run_ranks(replay_rank, p, [job], config_dict(cfg), microbatches * 2, steps,
+        ranks = [r.value for r in run_ranks(tt.replay_rank, p, [job], tt.config_dict(cfg), microbatches * 2, steps,
                                             timeout_s=600)]
         row["measured"] = 1e3 * max(r[0]["step_s"] for r in ranks)
     return rows
