@@ -1,4 +1,4 @@
-"""Python client of the schedule service, with a local on-disk cache and an in-process fallback.
+"""Python client of the schedule service, with a local on-disk cache and a local fallback.
 
 Imports only the wire models and httpx (never FastAPI), so a trainer can depend on it cheaply::
 
@@ -8,12 +8,13 @@ Imports only the wire models and httpx (never FastAPI), so a trainer can depend 
 Order of answers for ``solve``: the local cache (an answer the service gave earlier for the same
 canonical problem, method and at least this budget, so a restarted trainer does not re-solve),
 then the service (connection errors retried with exponential back-off, 202 jobs followed to
-completion), then, with ``fallback="local"`` and the service unreachable, an in-process solve
-(with a warning). Local answers are cached too, but marked as such: once the service is back,
+completion), then, with ``fallback="local"`` and the service unreachable, a local solve in a
+forked child (with a warning; Ctrl-C stops it at once, a native solver crash cannot take the caller
+down). Local answers are cached too, but marked as such: once the service is back,
 it is asked again rather than trusting a fallback answer forever.
 
 ``plan(model, cluster)`` answers a model + cluster with a :class:`~pipesched.solver.planning.Plan`
-(``POST /v1/plan``) in the same order: local cache, service, in-process fallback.
+(``POST /v1/plan``) in the same order: local cache, service, local fallback.
 """
 
 from __future__ import annotations
@@ -232,6 +233,7 @@ class Client:
 
     def _plan_local(self, model: Model, cluster: Cluster, method: str, time_limit_s: float,
                     module_names: str | None) -> str:
+        from pipesched.solver.core.isolated import call_isolated
         from pipesched.solver.formats.torch_csv import to_torch_csv
         from pipesched.solver.planning import plan
         from pipesched.solver.planning.cli import parse_module_names
@@ -239,7 +241,9 @@ class Client:
         warnings.warn(f"pipesched service at {self.url} is unreachable; planning with {method!r} in this process "
                       f"(time limit {time_limit_s:g} s)", RuntimeWarning, stacklevel=3)
         names = parse_module_names(module_names) if module_names else None
-        found = plan(model, cluster, method, time_limit_s, names=names)
+        # in a child: Ctrl-C stops the trainer at once (in-process, CP-SAT takes SIGINT as "end this
+        # search" and the plan went on with the next), and a native solver crash cannot take it down
+        found = call_isolated(plan, model, cluster, method, time_limit_s, names=names)
         if found.schedule is not None and found.exports is not None:  # as the service and the CLI fill it
             found.exports = found.exports.model_copy(update={"torch_csv": to_torch_csv(found.schedule)})
         return found.model_dump_json()
@@ -277,7 +281,8 @@ class Client:
         raise ServiceUnavailable(0, f"cannot reach {self.url} after {self.retries} attempts: {last}")
 
     def _solve_local(self, problem: Problem, method: str, time_limit_s: float) -> str:
-        from pipesched.solver.core.registry import SolveOptions, solve
+        from pipesched.solver.core.isolated import solve_isolated
+        from pipesched.solver.core.registry import SolveOptions
 
         warnings.warn(
             f"pipesched service at {self.url} is unreachable; solving {method!r} in this process "
@@ -285,7 +290,7 @@ class Client:
             RuntimeWarning,
             stacklevel=3,
         )
-        return solve(problem, method, SolveOptions(time_limit_s=time_limit_s)).model_dump_json()
+        return solve_isolated(problem, method, SolveOptions(time_limit_s=time_limit_s)).model_dump_json()
 
 
 def _enough(cached: dict[str, Any], time_limit_s: float) -> bool:
