@@ -38,6 +38,7 @@ import itertools
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ..budget import (
@@ -273,22 +274,42 @@ def vm_candidates(inst: Instance, keep: int = 3, trials: int = 0, deadline: floa
     found: list[tuple[str, Order]] = []
     if base is not None:
         found += [("zb-v", base), ("deferred-w", deferred_w_order(inst, base))]
-    for pol in POLICIES:
-        try:
-            found.append(("grid", vm_order(inst, pol)))
-        except (DeadlockError, NotApplicableError):
-            continue
+    found += [("grid", order) for order in _policy_orders(inst, POLICIES)]
     incs = [(name, Incumbent.of(inst, order)) for name, order in found]
-    incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
+    incs.sort(key=_by_value(inst))
     if trials > 0 and incs:
         starts = [c for c in incs if c[0] == "deferred-w"][:1] + [c for c in incs if c[0] != "deferred-w"][:1]
         for name, inc in starts:
             incs.append((name + "+search", improve(inst, inc, Trials(trials // len(starts), deadline))))
-        incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
+        incs.sort(key=_by_value(inst))
         incs += _chain_search(inst, incs, Trials(int(V_LOCAL_SEARCH_SHARE * trials), deadline))
         incs += wide_candidates(inst, incs, trials, deadline)
-        incs.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
+        incs.sort(key=_by_value(inst))
     return [inc for _, inc in incs[:keep]]
+
+
+def _by_value(inst: Instance) -> Callable[[tuple[str, Incumbent]], tuple[float, float]]:
+    """Sort key of named incumbents: objective, then makespan."""
+    return lambda c: (c[1].objective, makespan(inst, c[1].start))
+
+
+def _order_key(order: Order) -> tuple[tuple[OpId, ...], ...]:
+    """A hashable form of an order, to tell orders already found from new ones."""
+    return tuple(tuple(ops) for ops in order)
+
+
+def _policy_orders(inst: Instance, policies: Iterable[VMPolicy], deadline: float = math.inf,
+                   what: str = "V list scheduler") -> Iterator[Order]:
+    """The list scheduler's order under each policy that neither deadlocks nor is inapplicable, until
+    the wall ``deadline`` (then reported as a cut of ``what``)."""
+    for pol in policies:
+        if time.perf_counter() >= deadline:
+            note_wall_cut(what)
+            return
+        try:
+            yield vm_order(inst, pol)
+        except (DeadlockError, NotApplicableError):
+            continue
 
 
 #: The memory-alone policies (``extra=None``) in product order; :data:`~..budget.V_WIDE_GRID_ORDER` ranks them.
@@ -309,22 +330,13 @@ def wide_candidates(inst: Instance, incs: list[tuple[str, Incumbent]], trials: i
     to case (a two-policy cover chosen on two profiles lost up to 1.87% on the other two), and admitting by
     memory alone lets device 0 fill the head window that ZB-V's admission count leaves idle.
     ``V_WIDE_GRID_PER_TRIAL`` policies per trial, in the order of ``V_WIDE_GRID_ORDER``."""
-    n = wide_count(trials)
-    seen = {tuple(tuple(ops) for ops in inc.order) for _, inc in incs}
-    grid: list[tuple[str, Incumbent]] = []
-    for k in V_WIDE_GRID_ORDER[:n]:
-        if time.perf_counter() >= deadline:
-            note_wall_cut("V wide grid")
-            break
-        try:
-            order = vm_order(inst, WIDE_GRID[k])
-        except (DeadlockError, NotApplicableError):
-            continue
-        if tuple(tuple(ops) for ops in order) not in seen:
-            grid.append(("wide", Incumbent.of(inst, order)))
+    seen = {_order_key(inc.order) for _, inc in incs}
+    policies = (WIDE_GRID[k] for k in V_WIDE_GRID_ORDER[:wide_count(trials)])
+    grid = [("wide", Incumbent.of(inst, order)) for order in _policy_orders(inst, policies, deadline, "V wide grid")
+            if _order_key(order) not in seen]
     if not grid:
         return []
-    grid.sort(key=lambda c: (c[1].objective, makespan(inst, c[1].start)))
+    grid.sort(key=_by_value(inst))
     name, inc = grid[0]
     better = improve(inst, inc, Trials(trials, deadline))
     out = [(name, inc), (name + "+search", better)]
@@ -339,7 +351,7 @@ def _chain_search(inst: Instance, incs: list[tuple[str, Incumbent]], trials: Tri
     seen: set[tuple[tuple[OpId, ...], ...]] = set()
     out = []
     for name, inc in incs:
-        key = tuple(tuple(ops) for ops in inc.order)
+        key = _order_key(inc.order)
         if trials.left <= 0 or trials.cut:
             break
         if key in seen:
