@@ -238,7 +238,7 @@ class Client:
         from pipesched.solver.planning import plan
         from pipesched.solver.planning.cli import parse_module_names
 
-        warnings.warn(f"pipesched service at {self.url} is unreachable; planning with {method!r} in this process "
+        warnings.warn(f"pipesched service at {self.url} is unreachable; planning with {method!r} on this machine "
                       f"(time limit {time_limit_s:g} s)", RuntimeWarning, stacklevel=3)
         names = parse_module_names(module_names) if module_names else None
         # in a child: Ctrl-C stops the trainer at once (in-process, CP-SAT takes SIGINT as "end this
@@ -285,7 +285,7 @@ class Client:
         from pipesched.solver.core.registry import SolveOptions
 
         warnings.warn(
-            f"pipesched service at {self.url} is unreachable; solving {method!r} in this process "
+            f"pipesched service at {self.url} is unreachable; solving {method!r} on this machine "
             f"(time limit {time_limit_s:g} s)",
             RuntimeWarning,
             stacklevel=3,

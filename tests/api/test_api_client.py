@@ -37,7 +37,7 @@ def test_the_client_reports_a_refused_problem_naming_the_field(server: Server) -
 def test_an_unreachable_service_falls_back_to_a_local_solve_with_a_warning(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     fallback = Client(url, fallback="local", cache_dir=tmp_path, retries=2, backoff_s=0.01)
-    with fallback, pytest.warns(RuntimeWarning, match="unreachable; solving 'gpipe' in this process"):
+    with fallback, pytest.warns(RuntimeWarning, match="unreachable; solving 'gpipe' on this machine"):
         schedule = fallback.solve(SMALL, method="gpipe")
     assert validate(schedule) == [] and schedule.method == "gpipe"
     with Client(url, cache_dir=False, retries=2, backoff_s=0.01) as strict, pytest.raises(ServiceUnavailable):

@@ -36,7 +36,7 @@ def test_the_client_plans_the_readme_example_and_a_restart_reads_its_local_cache
 def test_an_unreachable_service_falls_back_to_a_local_plan_with_a_warning(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with Client(url, fallback="local", cache_dir=tmp_path, retries=2, backoff_s=0.01) as client, \
-            pytest.warns(RuntimeWarning, match="unreachable; planning with 'greedy' in this process"):
+            pytest.warns(RuntimeWarning, match="unreachable; planning with 'greedy' on this machine"):
         found = client.plan(TINY_MODEL, TINY_CLUSTER, method="greedy", time_limit_s=1)
     assert found.schedule is not None and validate(found.schedule) == [] and found.exports.torch_csv
     with Client(url, cache_dir=False, retries=2, backoff_s=0.01) as strict, pytest.raises(ServiceUnavailable):
