@@ -118,6 +118,9 @@ SNAPSHOTS: dict[str, str] = {
     "fidelity_aaecb27.md": "a second idle fidelity run with the slowdown curve, at commit aaecb27, minutes after the first",
     "fidelity_42880b5.md": "the idle fidelity run at commit 42880b5 (AMD VM), the last before freed host memory was kept",
     "fidelity_ed5faf2.md": "the first idle fidelity run with the slowdown curve (commit ed5faf2, Intel VM), before the curve's k / cores floor",
+    "fidelity_9dd7e77.md": "the idle fidelity run at commit 9dd7e77 (Intel VM), the first with freed host memory kept",
+    "fidelity_c0403e3_1.md": "the first of three idle fidelity runs at commit c0403e3 (AMD VM), whose p = 2 curve caught a burst",
+    "fidelity_c0403e3_2.md": "the second of three idle fidelity runs at commit c0403e3 (AMD VM); fidelity.md holds the third",
 }
 
 
