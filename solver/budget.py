@@ -287,7 +287,7 @@ _F = TypeVar("_F", bound=Callable)
 
 def note_wall_cut(phase: str) -> None:
     """Record that the wall-clock net, not the deterministic budget, ended ``phase`` of this solve
-    (its answer may then differ on a less loaded machine). A no-op outside :func:`records_wall_cuts`."""
+    (its answer may then differ on a faster or less loaded machine). A no-op outside :func:`records_wall_cuts`."""
     cuts = _CUTS.get()
     if cuts is not None and phase not in cuts:
         cuts.append(phase)

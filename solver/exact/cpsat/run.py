@@ -270,6 +270,6 @@ def cut_note() -> str | None:
     if not cuts:
         return None
     return ("the wall clock, not the deterministic budget, ended: " + ", ".join(cuts)
-            + " (on a less loaded machine the answer may differ)")
+            + " (on a faster or less loaded machine the answer may differ)")
 
 
