@@ -37,7 +37,6 @@ an all-blocks stage (split backward's graph walks grow with the stage's depth).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from itertools import combinations
@@ -47,6 +46,7 @@ import torch
 
 from pipesched.runtime.contention import contention_factor, handoff_curve, slowdown_curve
 from pipesched.runtime.launch import run_ranks
+from pipesched.runtime.machine_load import QUIET_CORES, other_cores
 from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
 from pipesched.runtime.profile_layers import (
     LinkProfile,
@@ -226,7 +226,6 @@ def run(args: argparse.Namespace) -> str:
         rows.append(("auto (planned split)", 1, from_order(problem, "auto", found.schedule.order()), bare))
         jobs.append((found.schedule.model_dump_json(), planned))
         stage_costs = {tuple(sp): found.profile.stage_costs(sp) for _, sp in jobs}
-        load = os.getloadavg()[0]  # other work on the machine competes with the ranks for cores
         results = [r.value for r in run_ranks(replay_rank, p, jobs, config_dict(cfg),
                                               args.microbatches * args.microbatch_size, args.steps,
                                               timeout_s=args.timeout)]
@@ -248,7 +247,7 @@ def run(args: argparse.Namespace) -> str:
             cpu_problem = induced_problem(cpu_model, split, p, v, schedule.problem.placement, args.microbatches,
                                           cpu_overhead, link)
             preds["cpu"] = _busiest_work(from_order(cpu_problem, method, schedule.order()))
-            row = _row(p, method, v, schedule, [r[j] for r in results], preds, load, contention)
+            row = _row(p, method, v, schedule, [r[j] for r in results], preds, contention)
             row = (row[0], row[1] + f" {args.previous[1].get((str(p), method), '–')} |")
             measured.append((method, preds, row[0]))
             if schedule.problem.placement == "dual":
@@ -294,7 +293,7 @@ def run(args: argparse.Namespace) -> str:
 
 
 def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], preds: dict[str, float],
-         load: float, contention: float) -> tuple[float, str]:
+         contention: float) -> tuple[float, str]:
     """(measured step ms, table row) of one replayed schedule; ``off`` names the term that misses."""
     step = 1e3 * max(r["step_s"] for r in ranks)
     busy = [1e3 * r["busy_s"] for r in ranks]
@@ -305,8 +304,9 @@ def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], pre
     ok = abs(err) <= TARGET_ERROR
     cores = usable_cores()
     compute_off = abs(meas_busy / pred_busy - 1) > 0.10
-    contended = (f"p > cores, measured × {contention:.2f}" if p > cores else
-                 f"load {load:.1f} on {cores} cores" if load > cores else "")
+    other = other_cores([r["marks"][0] for r in ranks], [r["marks"][1] for r in ranks])  # not the load average:
+    contended = (f"p > cores, measured × {contention:.2f}" if p > cores else  # it counts our own ranks
+                 f"other processes used {other:.2f} of {cores} cores" if other and other >= QUIET_CORES else "")
     term = ("compute: a stage costs more than its layers" if abs(err_stage) <= TARGET_ERROR else
             "contention: the other contention model is within 15%"
             if contended and abs(err_shared) <= TARGET_ERROR else

@@ -31,6 +31,7 @@ from pipesched.client import Client
 from pipesched.runtime.contention import contention_factor
 from pipesched.runtime.executor import PipelineExecutor
 from pipesched.runtime.launch import run_ranks
+from pipesched.runtime.machine_load import cpu_mark, describe, other_cores
 from pipesched.runtime.model import mlp_stages, sample_batch
 from pipesched.runtime.profile import profile
 from pipesched.runtime.profile_layers import LinkProfile, profile_dispatch, profile_link
@@ -65,8 +66,9 @@ def with_machine(problem: Problem, activation_bytes: int, link: LinkProfile, dis
     return problem.model_copy(update={"costs": costs})
 
 
-def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> list[tuple[float, float]]:
-    """One rank of the trainer: its stages, an optimizer, ``steps`` steps; (step s, busy s) per step."""
+def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> dict:
+    """One rank of the trainer: its stages, an optimizer, ``steps`` steps; ``steps``: (step s, busy s)
+    per step, ``marks``: CPU marks around the timed steps (what other processes took meanwhile)."""
     schedule = Schedule.model_validate_json(schedule_json)
     stages = build_stages(schedule.problem.num_stages)
     mine = {o.stage: stages[o.stage] for o in schedule.ops if o.device == rank}
@@ -74,8 +76,10 @@ def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> list[tu
     optimizer = torch.optim.SGD(params, lr=1e-3)
     executor = PipelineExecutor(schedule, mine, LOSS, timeout_s=60)
     x, y = sample_batch(BATCH, in_dim=WIDTH, out_dim=WIDTH)
-    out = []
-    for _ in range(steps + 1):  # the first step agrees shapes: not timed
+    out, marks = [], []
+    for i in range(steps + 1):  # the first step agrees shapes: not timed
+        if i == 1:
+            marks.append(cpu_mark())
         optimizer.zero_grad(set_to_none=True)
         dist.barrier()
         executor.step(x, y)
@@ -85,7 +89,8 @@ def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> list[tu
         dist.all_reduce(step, op=dist.ReduceOp.MAX)
         dist.all_reduce(t[1:], op=dist.ReduceOp.SUM)
         out.append((float(step), float(t[1])))
-    return out[1:]
+    marks.append(cpu_mark())
+    return {"steps": out[1:], "marks": marks}
 
 
 def main() -> int:
@@ -119,8 +124,9 @@ def main() -> int:
     print(f"schedule {schedule.method} ({schedule.status}) {source}: makespan {schedule.makespan:.2f} ms, "
           f"bubble {schedule.bubble_ratio:.3f}")
 
-    load = os.getloadavg()[0]
-    runs = run_ranks(train_rank, WORLD, schedule.model_dump_json(), args.steps, timeout_s=300)[0].value
+    ranks = [r.value for r in run_ranks(train_rank, WORLD, schedule.model_dump_json(), args.steps, timeout_s=300)]
+    runs = ranks[0]["steps"]
+    other = other_cores([r["marks"][0] for r in ranks], [r["marks"][1] for r in ranks])
     step = statistics.median(s for s, _ in runs)
     bubble = statistics.median(1 - busy / (WORLD * s) for s, busy in runs)
     bare = _retimed(schedule, compute)
@@ -129,8 +135,7 @@ def main() -> int:
           f"(the same order on the profiled compute alone: {bare:.2f} ms)")
     print(f"{'measured':10} {1e3 * step:9.2f} {bubble:7.3f}   (median of {len(runs)} steps)")
     err = (1e3 * step - schedule.makespan) / (1e3 * step)
-    print(f"error {100 * err:+.1f}% (load average {load:.2f} on {os.cpu_count()} cores"
-          + ("; the machine is busy: measured times carry other work" if load > 0.5 else "") + ")")
+    print(f"error {100 * err:+.1f}% ({describe(other, os.cpu_count() or 1)})")
     return 0
 
 

@@ -20,6 +20,8 @@ from torch.nn import functional as F  # noqa: N812
 from pipesched.solver import Schedule
 from pipesched.solver.core.instance import Instance
 
+from .machine_load import cpu_mark
+
 
 @dataclass(frozen=True)
 class TinyTransformer:
@@ -148,7 +150,8 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
     CPU time ``cpu_s`` (what a loaded machine does not inflate), its twin gradient sum ``twin_s`` (dual
     placement; 0 otherwise) and its ``timeline``: ``(kind, stage, microbatch, wait, start, end, cpu)``
     per op (times from the step's start), all in seconds; and ``steps``: every step's ``(t0, timeline)``,
-    ``t0`` its start on the machine's monotonic clock, so all ranks' ops line up (who ran at once).
+    ``t0`` its start on the machine's monotonic clock, so all ranks' ops line up (who ran at once);
+    ``marks``: CPU marks around the job's steps (:func:`~pipesched.runtime.machine_load.other_cores`).
     """
     from .executor import PipelineExecutor
 
@@ -168,6 +171,7 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
         ex = PipelineExecutor(schedule, mine, lm_loss, timeout_s=30, recompute=recompute)
         best: dict = {"step_s": float("inf")}
         every = []
+        start = cpu_mark()
         for _ in range(steps):
             for m in mine.values():
                 m.zero_grad(set_to_none=True)
@@ -179,7 +183,7 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
             if step_s < best["step_s"]:
                 best = {"step_s": step_s, "busy_s": ex.last_busy_s, "cpu_s": sum(ex.last_op_cpu_s.values()),
                         "twin_s": ex.last_twin_s, "timeline": timeline}
-        best["steps"] = every
+        best["steps"], best["marks"] = every, (start, cpu_mark())
         grads = {f"{split[model(s)][0] + k}.{name}": w.grad.clone()
                  for s, m in mine.items() for k, layer in enumerate(m) for name, w in layer.named_parameters()}
         out.append({"grads": grads, **best})
