@@ -46,7 +46,7 @@ import torch
 
 from pipesched.runtime.contention import contention_factor, handoff_curve, slowdown_curve
 from pipesched.runtime.launch import run_ranks
-from pipesched.runtime.machine_load import QUIET_CORES, other_cores
+from pipesched.runtime.machine_load import QUIET_CORES, describe, other_cores
 from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
 from pipesched.runtime.profile_layers import (
     LinkProfile,
@@ -304,9 +304,9 @@ def _row(p: int, method: str, v: int, schedule: Schedule, ranks: list[dict], pre
     ok = abs(err) <= TARGET_ERROR
     cores = usable_cores()
     compute_off = abs(meas_busy / pred_busy - 1) > 0.10
-    other = other_cores([r["marks"][0] for r in ranks], [r["marks"][1] for r in ranks])  # not the load average:
-    contended = (f"p > cores, measured × {contention:.2f}" if p > cores else  # it counts our own ranks
-                 f"other processes used {other:.2f} of {cores} cores" if other and other >= QUIET_CORES else "")
+    other = other_cores([r["marks"] for r in ranks])  # not the load average: it counts our own ranks
+    contended = (f"p > cores, measured × {contention:.2f}" if p > cores else
+                 describe(other, cores) if other is not None and other >= QUIET_CORES else "")
     term = ("compute: a stage costs more than its layers" if abs(err_stage) <= TARGET_ERROR else
             "contention: the other contention model is within 15%"
             if contended and abs(err_shared) <= TARGET_ERROR else

@@ -19,7 +19,6 @@ On a GPU cluster the same executor runs under torchrun with NCCL (see the README
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import warnings
@@ -35,6 +34,7 @@ from pipesched.runtime.machine_load import cpu_mark, describe, other_cores
 from pipesched.runtime.model import mlp_stages, sample_batch
 from pipesched.runtime.profile import profile
 from pipesched.runtime.profile_layers import LinkProfile, profile_dispatch, profile_link
+from pipesched.runtime.shared_cores import usable_cores
 from pipesched.solver import Costs, Problem, Schedule
 
 WIDTH, BATCH, MICROBATCHES, WORLD = 512, 64, 8, 2
@@ -76,10 +76,10 @@ def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> dict:
     optimizer = torch.optim.SGD(params, lr=1e-3)
     executor = PipelineExecutor(schedule, mine, LOSS, timeout_s=60)
     x, y = sample_batch(BATCH, in_dim=WIDTH, out_dim=WIDTH)
-    out, marks = [], []
+    out, start = [], None
     for i in range(steps + 1):  # the first step agrees shapes: not timed
         if i == 1:
-            marks.append(cpu_mark())
+            start = cpu_mark()
         optimizer.zero_grad(set_to_none=True)
         dist.barrier()
         executor.step(x, y)
@@ -89,8 +89,7 @@ def train_rank(rank: int, world: int, schedule_json: str, steps: int) -> dict:
         dist.all_reduce(step, op=dist.ReduceOp.MAX)
         dist.all_reduce(t[1:], op=dist.ReduceOp.SUM)
         out.append((float(step), float(t[1])))
-    marks.append(cpu_mark())
-    return {"steps": out[1:], "marks": marks}
+    return {"steps": out[1:], "marks": (start, cpu_mark())}
 
 
 def main() -> int:
@@ -126,7 +125,7 @@ def main() -> int:
 
     ranks = [r.value for r in run_ranks(train_rank, WORLD, schedule.model_dump_json(), args.steps, timeout_s=300)]
     runs = ranks[0]["steps"]
-    other = other_cores([r["marks"][0] for r in ranks], [r["marks"][1] for r in ranks])
+    other = other_cores([r["marks"] for r in ranks])
     step = statistics.median(s for s, _ in runs)
     bubble = statistics.median(1 - busy / (WORLD * s) for s, busy in runs)
     bare = _retimed(schedule, compute)
@@ -135,7 +134,7 @@ def main() -> int:
           f"(the same order on the profiled compute alone: {bare:.2f} ms)")
     print(f"{'measured':10} {1e3 * step:9.2f} {bubble:7.3f}   (median of {len(runs)} steps)")
     err = (1e3 * step - schedule.makespan) / (1e3 * step)
-    print(f"error {100 * err:+.1f}% ({describe(other, os.cpu_count() or 1)})")
+    print(f"error {100 * err:+.1f}% ({describe(other, usable_cores())})")
     return 0
 
 

@@ -18,8 +18,7 @@ from pathlib import Path
 _PROC_STAT = Path("/proc/stat")
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # /proc/stat's first line: user nice system idle iowait irq softirq steal guest guest_nice (ticks);
-# guest time is already inside user, so the busy sum stops at steal
-_IDLE_FIELDS = (3, 4)
+# busy is all but idle and iowait, and guest time is already inside user, so the sum stops at steal
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 # below this many cores' worth of other work a measurement counts as taken on a quiet machine:
 # /proc/stat counts in 10 ms ticks and a replay window is a second or two, so a few ticks of
@@ -51,16 +50,16 @@ def cpu_mark() -> CpuMark:
     return CpuMark(time.monotonic(), _machine_busy_s(), time.process_time())
 
 
-def other_cores(starts: Sequence[CpuMark], ends: Sequence[CpuMark]) -> float | None:
-    """Cores' worth of CPU used by processes other than the marked ones, between the earliest start
-    and the latest end (one start and one end mark per process); None without ``/proc/stat``."""
-    if not starts or len(starts) != len(ends):
-        raise ValueError("other_cores: one start and one end mark per process")
-    first = min(starts, key=lambda m: m.wall_s)
-    last = max(ends, key=lambda m: m.wall_s)
+def other_cores(marks: Sequence[tuple[CpuMark, CpuMark]]) -> float | None:
+    """Cores' worth of CPU used by processes other than the marked ones, from one ``(start, end)``
+    pair per marked process, between the earliest start and the latest end; None without ``/proc/stat``."""
+    if not marks:
+        raise ValueError("other_cores: needs a (start, end) pair of marks per measured process")
+    first = min((s for s, _ in marks), key=lambda m: m.wall_s)
+    last = max((e for _, e in marks), key=lambda m: m.wall_s)
     if first.machine_busy_s is None or last.machine_busy_s is None or last.wall_s <= first.wall_s:
         return None
-    own = sum(e.own_cpu_s - s.own_cpu_s for s, e in zip(starts, ends, strict=True))
+    own = sum(e.own_cpu_s - s.own_cpu_s for s, e in marks)
     return max(0.0, (last.machine_busy_s - first.machine_busy_s - own) / (last.wall_s - first.wall_s))
 
 

@@ -30,14 +30,14 @@ def _window_with_child_spinning() -> float:
     finally:
         child.kill()
         child.wait()
-    return other_cores([start], [end])
+    return other_cores([(start, end)])
 
 
 def _window_spinning_ourselves() -> float:
     start = cpu_mark()
     _spin(SPIN_S)
     end = cpu_mark()
-    return other_cores([start], [end])
+    return other_cores([(start, end)])
 
 
 def test_another_process_counts_and_our_own_work_does_not() -> None:
@@ -52,11 +52,11 @@ def test_another_process_counts_and_our_own_work_does_not() -> None:
 def test_marks_must_pair_and_missing_proc_stat_says_so() -> None:
     a = CpuMark(wall_s=1.0, machine_busy_s=None, own_cpu_s=0.0)
     b = CpuMark(wall_s=2.0, machine_busy_s=None, own_cpu_s=0.5)
-    with pytest.raises(ValueError, match="one start and one end"):
-        other_cores([a], [])
-    assert other_cores([a], [b]) is None
+    with pytest.raises(ValueError, match="a \\(start, end\\) pair of marks per measured process"):
+        other_cores([])
+    assert other_cores([(a, b)]) is None
     assert "not measurable" in describe(None, 2)
     # two processes: the window spans both; their own CPU is taken out of the machine's
     s = [CpuMark(10.0, 100.0, 1.0), CpuMark(10.5, 100.2, 2.0)]
     e = [CpuMark(12.0, 104.0, 2.5), CpuMark(11.5, 103.9, 3.0)]
-    assert other_cores(s, e) == pytest.approx((104.0 - 100.0 - 1.5 - 1.0) / 2.0)
+    assert other_cores(list(zip(s, e, strict=True))) == pytest.approx((104.0 - 100.0 - 1.5 - 1.0) / 2.0)
