@@ -11,9 +11,9 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from pipesched.solver import get_method
 from pipesched.solver.core.canonical import problem_key
 from pipesched.solver.core.errors import NotApplicableError
-from pipesched.solver.core.registry import get_method
 
 from .bodies import validation_error_response
 from .cache import Accepted

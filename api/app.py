@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from pipesched import __version__
-from pipesched.solver.core.registry import methods
+from pipesched.solver import methods
 
 from . import page
 from .bodies import validation_error_response

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from pipesched.solver import get_method
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.io import InputError
-from pipesched.solver.core.registry import get_method
 from pipesched.solver.planning.cli import parse_module_names
 from pipesched.solver.planning.key import plan_key
 

@@ -23,8 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipesched.solver import NotApplicableError, Problem, SolveOptions, solve
-from pipesched.solver.core.registry import methods
+from pipesched.solver import NotApplicableError, Problem, SolveOptions, methods, solve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import Case, heldout, tuning  # noqa: E402

@@ -27,10 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from pipesched.solver import Instance, Problem
+from pipesched.solver import Instance, Problem, SolveOptions
 from pipesched.solver.core.instance import OpId
 from pipesched.solver.core.metrics import peak_memory
-from pipesched.solver.core.registry import SolveOptions
 from pipesched.solver.core.schedule import Order
 from pipesched.solver.core.tolerance import slack
 from pipesched.solver.heuristics.warm_start import recipe_orders

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from pipesched import __version__
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.io import InputError, describe_validation_error
-from pipesched.solver.core.isolated import SolverCrashed
+from pipesched.solver.isolated import SolverCrashed
 
 _COMMAND_MODULES = ("pipesched.solver.cli", "pipesched.solver.costmodel.cli", "pipesched.api.cli",
                     "pipesched.api.scaleout.cli", "pipesched.runtime.cli")

@@ -233,8 +233,8 @@ class Client:
 
     def _plan_local(self, model: Model, cluster: Cluster, method: str, time_limit_s: float,
                     module_names: str | None) -> str:
-        from pipesched.solver.core.isolated import call_isolated
         from pipesched.solver.formats.torch_csv import to_torch_csv
+        from pipesched.solver.isolated import call_isolated
         from pipesched.solver.planning import plan
         from pipesched.solver.planning.cli import parse_module_names
 
@@ -281,8 +281,8 @@ class Client:
         raise ServiceUnavailable(0, f"cannot reach {self.url} after {self.retries} attempts: {last}")
 
     def _solve_local(self, problem: Problem, method: str, time_limit_s: float) -> str:
-        from pipesched.solver.core.isolated import solve_isolated
-        from pipesched.solver.core.registry import SolveOptions
+        from pipesched.solver import SolveOptions
+        from pipesched.solver.isolated import solve_isolated
 
         warnings.warn(
             f"pipesched service at {self.url} is unreachable; solving {method!r} on this machine "

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from .core.canonical import problem_key
 from .core.io import InputError, dump_json, load_problem, load_schedule
-from .core.isolated import solve_isolated
+from .core.method import SolveOptions
 from .core.problem import Problem
-from .core.registry import SolveOptions, methods
 from .core.schedule import Schedule
 from .formats.render import render_svg
 from .formats.torch_csv import to_torch_csv
+from .isolated import solve_isolated
 from .planning.cli import add_plan_parser
 from .timing.validate import validate
 
@@ -29,6 +29,8 @@ EXIT_NO_SCHEDULE = 1
 
 def default_method() -> str:
     """``auto`` when a solver registers it, else the memory-aware ``greedy``, else ``gpipe``."""
+    from .registry import methods  # loads the exact models: only when a name is checked
+
     names = {m.name for m in methods()}
     for name in ("auto", "greedy", "gpipe"):
         if name in names:
@@ -114,6 +116,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
+    from .registry import methods
+
     rows = [(m.name, m.summary) for m in methods()]
     width = max((len(n) for n, _ in rows), default=6)
     print(f"{'method':<{width}}  when it applies")

@@ -3,7 +3,7 @@
 The layers of ``solver/``, bottom to top (a module may import its own layer and any layer below):
 
     core < budget < bounds < timing < heuristics < exact < portfolio < planning, costmodel, the
-    ``pipesched.solver`` facade < formats, cli
+    ``pipesched.solver`` facade (``__init__``, ``registry``, ``isolated``) < formats, cli
 
 ``api/`` and ``runtime/`` sit on top of the solver and never import each other; the solver imports
 neither FastAPI nor torch. Imports are read with :mod:`ast`, lazy ones inside functions included
@@ -31,7 +31,7 @@ FOLDERS = {"solver": "pipesched.solver", "api": "pipesched.api", "runtime": "pip
 #: Rank of each solver layer, by the first folder (or module) under ``solver/``; ``__init__`` is the facade.
 SOLVER_LAYERS: dict[str, int] = {
     "core": 0, "budget": 1, "bounds": 2, "timing": 3, "heuristics": 4, "exact": 5, "portfolio": 6,
-    "planning": 7, "costmodel": 7, "__init__": 7, "formats": 8, "cli": 8,
+    "planning": 7, "costmodel": 7, "__init__": 7, "registry": 7, "isolated": 7, "formats": 8, "cli": 8,
 }
 MAX_LINES = 450
 
@@ -196,3 +196,75 @@ def test_every_package_is_listed_in_pyproject() -> None:
     packages = {m for m in MODULES if _is_package(m)}
     assert sorted(packages - listed) == []
     assert all(config["package-dir"][name] == folder for folder, name in FOLDERS.items())
+
+
+def _string_imports(path: Path) -> list[str]:
+    """Where a module imports by name at run time (``importlib.import_module``, ``__import__``): imports
+    the layering check above cannot see. (``importlib.util.find_spec``, asking whether an optional
+    package is installed, imports nothing and is allowed.)"""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib" and any(
+                a.name == "import_module" for a in node.names):
+            found.append(f"{where} imports import_module")
+        elif isinstance(node, ast.Attribute) and node.attr == "import_module":
+            found.append(f"{where} calls import_module")
+        elif isinstance(node, ast.Name) and node.id == "__import__":
+            found.append(f"{where} calls __import__")
+    return found
+
+
+def test_the_solver_imports_nothing_by_string() -> None:
+    found = [hit for path in sorted((ROOT / "solver").rglob("*.py")) for hit in _string_imports(path)]
+    assert not found, "import these explicitly, so the layering check sees them:\n" + "\n".join(found)
+
+
+def test_the_string_import_check_sees_importlib_and_dunder_import(tmp_path: Path) -> None:
+    """Guard against a check that cannot fail."""
+    (tmp_path / "mod.py").write_text("import importlib\nx = __import__('os')\nfrom importlib import import_module\n"
+                                     "y = importlib.import_module('os')\nz = importlib.util.find_spec('os')\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert len(_string_imports(tmp_path / "mod.py")) == 3  # find_spec is not one
+    finally:
+        ROOT = saved
+
+
+def _method_records() -> dict[str, list[str]]:
+    """Every :class:`Method` record defined at module level anywhere in ``solver/``, by module."""
+    import importlib
+
+    from pipesched.solver.core.method import Method
+
+    out: dict[str, list[str]] = {}
+    for module in sorted(m for m in MODULES if m.startswith("pipesched.solver")):
+        loaded = importlib.import_module(module)
+        for name, value in vars(loaded).items():
+            if isinstance(value, Method) and getattr(loaded, name) is value:
+                out.setdefault(module, []).append(value.name)
+    return out
+
+
+def test_every_method_record_is_registered() -> None:
+    """A method defined but not listed (``heuristics/catalog.py`` or ``registry.py``) fails here, instead
+    of shipping silently unregistered."""
+    from pipesched.solver.registry import REGISTRY
+
+    records = _method_records()
+    assert records, "no method records found: the check would pass vacuously"
+    unregistered = sorted(f"{module}: {name}" for module, names in records.items() for name in names
+                          if name not in REGISTRY)
+    assert not unregistered, "add these to the registry:\n" + "\n".join(unregistered)
+    defined = {name for names in records.values() for name in names}
+    assert set(REGISTRY) == defined
+
+
+def test_the_registration_check_sees_a_record_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guard against a check that cannot fail: drop one method from the registry and the check fails."""
+    from pipesched.solver import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", {k: v for k, v in registry.REGISTRY.items() if k != "v-memory"})
+    with pytest.raises(AssertionError, match="v-memory"):
+        test_every_method_record_is_registered()

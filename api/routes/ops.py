@@ -7,7 +7,7 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from pipesched.solver.core.registry import methods
+from pipesched.solver import methods
 
 from ..deps import ServiceDep
 from ..models import MethodOut

@@ -12,9 +12,9 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from pipesched.solver import SolveOptions, methods, solve
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.problem import Problem
-from pipesched.solver.core.registry import SolveOptions, methods, solve
 from pipesched.solver.core.schedule import Schedule
 
 

@@ -44,11 +44,12 @@ import math
 import time
 from dataclasses import dataclass
 
+from ..budget import RECIPE_S_PER_OP
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
+from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan, objective_value
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, method
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import cap_with_slack, within_cap
 from ..timing.finalize import finalize, infeasible
@@ -388,11 +389,6 @@ def _best(inst: Instance) -> tuple[str, Order, dict[OpId, float]]:
     return best[1], best[2], best[3]
 
 
-@method(
-    "greedy",
-    "Greedy list scheduler: respects memory.limit without deadlock (banker's test); any placement, "
-    "split or fused; best of several priority rules.",
-)
 def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
@@ -400,3 +396,11 @@ def solve_greedy(problem: Problem, options: SolveOptions) -> Schedule:
         return answer
     _, _, start = _best(inst)
     return finalize(problem, "greedy", start, inst=inst)
+
+
+GREEDY = Method(
+    "greedy",
+    "Greedy list scheduler: respects memory.limit without deadlock (banker's test); any placement, "
+    "split or fused; best of several priority rules.",
+    "search", solve_greedy, cost_per_op=RECIPE_S_PER_OP,
+)

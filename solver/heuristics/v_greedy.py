@@ -32,11 +32,12 @@ import math
 import time
 from dataclasses import dataclass
 
+from ..budget import RECIPE_S_PER_OP
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
+from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, method
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import within_cap
 from ..timing.finalize import finalize
@@ -219,8 +220,6 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-@method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills the "
-                       "cool-down); respects memory.limit; needs placement 'v'.", _applies)
 def solve_v_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
@@ -228,3 +227,8 @@ def solve_v_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     if not cands:
         raise NotApplicableError("zb-v-greedy found no order within memory.limit; try greedy or auto")
     return finalize(problem, "zb-v-greedy", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+
+
+V_GREEDY = Method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills "
+                  "the cool-down); respects memory.limit; needs placement 'v'.",
+                  "search", solve_v_greedy, requires=_applies, cost_per_op=RECIPE_S_PER_OP)

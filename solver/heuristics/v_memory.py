@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from ..budget import (
     POLISH_SHARE,
     V_LOCAL_SEARCH_SHARE,
+    V_MEMORY_S_PER_OP,
     V_WIDE_GRID_ORDER,
     V_WIDE_GRID_PER_TRIAL,
     note_wall_cut,
@@ -51,9 +52,9 @@ from ..budget import (
 )
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
+from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, method
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import within_cap
 from ..timing.finalize import finalize
@@ -375,8 +376,6 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-@method("v-memory", "V list scheduler for tight caps (1p-1.5p of M_B): banker's memory test, ZB-V's order with "
-                    "its Ws deferred, and an order search; respects memory.limit; needs placement 'v'.", _applies)
 def solve_v_memory(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
@@ -387,3 +386,8 @@ def solve_v_memory(problem: Problem, options: SolveOptions) -> Schedule:
     if not cands:
         raise NotApplicableError("v-memory found no order within memory.limit; try greedy or auto")
     return finalize(problem, "v-memory", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+
+
+V_MEMORY = Method("v-memory", "V list scheduler for tight caps (1p-1.5p of M_B): banker's memory test, ZB-V's order "
+                  "with its Ws deferred, and an order search; respects memory.limit; needs placement 'v'.",
+                  "search", solve_v_memory, requires=_applies, cost_per_op=V_MEMORY_S_PER_OP)

@@ -2,7 +2,7 @@
 
 One path, so the three agree on what a warm start is and on what a heuristic may fail with:
 the zero-bubble grid (:mod:`.zero_bubble`, sized for a nominal budget, never the clock), every
-other registered heuristic in name order (so the answer is deterministic), and a caller's hint
+other heuristic of :mod:`.catalog` in name order (so the answer is deterministic), and a caller's hint
 when its per-device order schedules this problem (a cached schedule of a neighbouring problem
 often does). Each caller decides how many of them it can afford and how to time them.
 """
@@ -14,23 +14,18 @@ import time
 from collections.abc import Callable, Iterator
 
 from ..budget import GRID_OPS_PER_SECOND, setup_cost
-from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
+from ..core.method import SolveOptions
 from ..core.metrics import peak_memory
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, methods
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
+from .catalog import SKIPPED, heuristic_schedules
 from .v_greedy import v_candidates
 from .zero_bubble import zb_candidates
-
-#: Methods that are never a warm start: the exact solvers and the portfolio that calls them.
-EXACT_METHODS = ("auto", "cpsat", "ilp")
-#: What a heuristic raises on a problem it does not fit; it is then skipped.
-SKIPPED = (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError)
 
 
 def grid_starts(inst: Instance, seconds: float | None, deadline: float | None = None,
@@ -66,16 +61,9 @@ def dual_starts(inst: Instance) -> list[tuple[str, Incumbent]]:
 
 def recipe_orders(problem: Problem, options: SolveOptions,
                   afford: Callable[[], bool] = lambda: True) -> Iterator[tuple[str, Order]]:
-    """Every other heuristic that applies, in name order, while ``afford()`` (asked before each run)."""
-    for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in EXACT_METHODS or m.applies(problem) or not afford():
-            continue
-        try:
-            schedule = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
-        except SKIPPED:
-            continue
-        if schedule.ops:
-            yield m.name, schedule.order()
+    """Every heuristic that applies, in name order, while ``afford()`` (asked before each run)."""
+    for name, schedule in heuristic_schedules(problem, options, afford=lambda _m: afford()):
+        yield name, schedule.order()
 
 
 def hint_start(inst: Instance, hint: Schedule | None) -> Incumbent | None:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pipesched.solver import Schedule
 from pipesched.solver.core.io import InputError, describe_validation_error
-from pipesched.solver.core.isolated import call_isolated
+from pipesched.solver.isolated import call_isolated
 
 from .exports import ModuleNames
 from .labels import device_labels

@@ -60,8 +60,8 @@ from ..budget import (
     slowdown,
 )
 from ..core.instance import Instance
+from ..core.method import Method, SolveOptions
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, method
 from ..core.schedule import Schedule
 from ..core.tolerance import slack
 from ..exact.cpsat.formulation import needs_memory_resource
@@ -102,8 +102,6 @@ def best_incumbent(inst: Instance, cands: list[tuple[str, Incumbent]], seconds: 
     return min(timed + [c for _, c in cands], key=lambda c: c.objective)
 
 
-@method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "
-                "within --time-limit (recommended).")
 @records_wall_cuts
 def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
@@ -167,3 +165,7 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
                           dtime=search_dtime * (1 - BOUND_SHARE if relaxed else 1.0))
         bound = max(bound, res.bound or 0.0)
     return finish(problem, "auto", inst, res.incumbent, res.proven_optimal, bound, t0)
+
+
+AUTO = Method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "
+                      "within --time-limit (recommended).", "portfolio", solve_auto, warm_start=True)

@@ -7,8 +7,9 @@ left room for one recipe, so ``greedy`` and ``zb-v`` never ran and ``auto`` retu
 3.5% worse than ``greedy`` and 1.6% worse than ``zb-v`` (measured on the case of
 ``benchmarks/anchors.py``). Now:
 
-- a fixed recipe (a closed-form order, :mod:`pipesched.solver.heuristics.classic`) costs one
-  simulation and validation, :data:`~pipesched.solver.budget.FIXED_RECIPE_S_PER_OP`; any other heuristic ``RECIPE_S_PER_OP``;
+- each heuristic is charged its record's :attr:`~pipesched.solver.core.method.Method.cost_per_op`: a fixed
+  recipe (role ``recipe``, a closed-form order) one simulation and validation,
+  :data:`~pipesched.solver.budget.FIXED_RECIPE_S_PER_OP`; a search ``RECIPE_S_PER_OP``;
 - when all of them together fit ``HEURISTIC_SHARE`` of the nominal limit they all run, whatever the
   grid took (the clock only skips one that would end past the method's deadline, and says so) (their estimated cost is then charged to the plan,
   :attr:`Candidates.spent`, so the later phases plan with what is really left); otherwise (very
@@ -29,13 +30,11 @@ import time
 from dataclasses import dataclass
 
 from ..budget import (
-    FIXED_RECIPE_S_PER_OP,
     FULL_MODEL_OPS,
     HEURISTIC_SHARE,
     INTERLEAVED_MEMORY_S_PER_OP,
     INTERLEAVED_SEARCH_SHARE,
     INTERLEAVED_TRIAL_S_PER_OP,
-    RECIPE_S_PER_OP,
     RETIMED_ORDERS,
     TRIAL_S_PER_OP,
     V_MEMORY_S_PER_OP,
@@ -46,25 +45,25 @@ from ..budget import (
     note_wall_cut,
 )
 from ..core.instance import Instance
+from ..core.method import Method, SolveOptions
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, methods
 from ..core.tolerance import slack
+from ..heuristics.catalog import applicable, heuristic_schedules
 from ..heuristics.interleaved_memory import POLICIES as IL_POLICIES
 from ..heuristics.interleaved_memory import applies as il_applies
 from ..heuristics.interleaved_memory import interleaved_candidates
 from ..heuristics.trials import Trials
+from ..heuristics.v_greedy import V_GREEDY
 from ..heuristics.v_memory import POLICIES as VM_POLICIES
+from ..heuristics.v_memory import V_MEMORY, search_trials, vm_candidates, wide_count
 from ..heuristics.v_memory import applies as vm_applies
-from ..heuristics.v_memory import search_trials, vm_candidates, wide_count
-from ..heuristics.warm_start import EXACT_METHODS, SKIPPED, grid_starts, hint_start
+from ..heuristics.warm_start import grid_starts, hint_start
 from ..timing.retime import Incumbent
 
-_FIXED_PACKAGE = "pipesched.solver.heuristics.classic"
-#: Heuristics whose orders the grid phase already holds (:func:`~pipesched.solver.heuristics.warm_start.grid_starts`),
-#: so they are not run again as recipes (issue 12).
-IN_GRID = ("zb-v-greedy",)
-#: Heuristics run in a block of their own below, charged their measured cost (not run again as recipes).
-OWN_BLOCK = ("v-memory",)
+#: Heuristics whose orders another phase already holds, so they are not run again as recipes: the grid
+#: (:func:`~pipesched.solver.heuristics.warm_start.grid_starts`) holds the V greedy's, and the V tight-cap
+#: orders run in a block of their own below, charged their measured cost.
+COVERED: tuple[Method, ...] = (V_GREEDY, V_MEMORY)
 
 
 @dataclass
@@ -75,36 +74,17 @@ class Candidates:
     spent: float
 
 
-def recipe_cost(method_module: str, num_ops: int) -> float:
-    """Estimated wall seconds of one heuristic run, from where it is defined."""
-    fixed = method_module.startswith(_FIXED_PACKAGE)
-    return (FIXED_RECIPE_S_PER_OP if fixed else RECIPE_S_PER_OP) * num_ops
+def applicable_recipes(problem: Problem, num_ops: int) -> list[tuple[float, Method]]:
+    """(estimated cost, method) of every heuristic that applies and no other phase covers, cheapest
+    first, ties by name."""
+    found = applicable(problem, exclude=[m.name for m in COVERED])
+    return sorted(((m.cost_per_op * num_ops, m) for m in found), key=lambda cm: (cm[0], cm[1].name))
 
 
-def applicable_recipes(problem: Problem, num_ops: int) -> list[tuple[float, str, bool]]:
-    """(estimated cost, name, fixed) of every heuristic that applies, cheapest first, ties by name;
-    ``fixed``: a closed-form order (one simulation), not a search."""
-    out = []
-    for m in methods():
-        if m.name in EXACT_METHODS or m.name in IN_GRID or m.name in OWN_BLOCK or m.applies(problem):
-            continue
-        module = getattr(m.run, "__module__", "")
-        out.append((recipe_cost(module, num_ops), m.name, module.startswith(_FIXED_PACKAGE)))
-    return sorted(out)
-
-
-def _run(problem: Problem, inst: Instance, options: SolveOptions, names: list[str]) -> list[tuple[str, Incumbent]]:
-    """The named heuristics' valid orders (one that does not fit the problem is skipped)."""
-    by_name = {m.name: m for m in methods()}
-    out = []
-    for name in names:
-        try:
-            schedule = by_name[name].run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
-        except SKIPPED:
-            continue
-        if schedule.ops:
-            out.append((name, Incumbent.of(inst, schedule.order())))
-    return out
+def _run(problem: Problem, inst: Instance, options: SolveOptions, method: Method) -> list[tuple[str, Incumbent]]:
+    """The heuristic's valid order, when it fits the problem."""
+    return [(name, Incumbent.of(inst, schedule.order()))
+            for name, schedule in heuristic_schedules(problem, options, [method])]
 
 
 def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions,
@@ -122,27 +102,28 @@ def heuristic_incumbents(problem: Problem, inst: Instance, options: SolveOptions
     # up to FULL_MODEL_OPS the recipes together cost a second or two at most and auto's promise never to
     # be worse than one of them wins over the clock; above, one recipe costs seconds and the deadline wins
     large = inst.num_ops > FULL_MODEL_OPS
-    total = sum(c for c, _, _ in recipes)
+    total = sum(c for c, _ in recipes)
     if total <= HEURISTIC_SHARE * limit:  # all of them: auto is never worse than one ...
         spent += total
-        for cost, name, _ in recipes:  # ... unless the method's wall deadline would pass (then it says so)
+        for cost, m in recipes:  # ... unless the method's wall deadline would pass (then it says so)
             if out and large and time.perf_counter() + cost > deadline:
                 note_wall_cut("recipes")
                 continue
-            out = _best(out + _run(problem, inst, options, [name]))
+            out = _best(out + _run(problem, inst, options, m))
     else:  # cheapest first while they fit what the grid left of the share; the clock is the net. A fixed
         # recipe (one simulation) always runs unless it would end past the method's deadline: above
         # FULL_MODEL_OPS the grid is charged its whole nominal share, and skipping the recipes by that
         # estimate alone left auto up to 27% worse than interleaved-zb on loop v = 4 problems of 12k ops
         # while it ended after 1.9 s of a 10 s limit (benchmarks/results/heldout.md, before this change).
-        for cost, name, fixed in recipes:
+        for cost, m in recipes:
+            fixed = m.role == "recipe"
             if out and not fixed and spent + cost > heuristic_share(inst) * limit:
                 continue
             if out and time.perf_counter() + cost > (deadline if fixed else stop):
                 note_wall_cut("recipes")
                 continue
             spent += cost
-            out = _best(out + _run(problem, inst, options, [name]))
+            out = _best(out + _run(problem, inst, options, m))
     out, spent = _interleaved(inst, out, spent, limit, stop, deadline)
     out, spent = _v_memory(inst, out, spent, limit, deadline)
     if (h := hint_start(inst, options.hint)) is not None:

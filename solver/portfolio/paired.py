@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 
 from ..budget import PAIRED_PLAIN_SHARE
+from ..core.method import SolveOptions
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, methods
 from ..core.schedule import Schedule
 from ..core.tolerance import slack
 from ..exact.cpsat.overlap_run import paired_refusal, solve_paired
-from ..heuristics.warm_start import EXACT_METHODS, SKIPPED
+from ..heuristics.catalog import heuristic_schedules
 from ..timing.finalize import from_order, no_schedule
 
 
@@ -38,13 +38,7 @@ def best_paired(problem: Problem, options: SolveOptions, t0: float,
                              < (best.objective_value, best.makespan)):
             best = schedule
 
-    for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in EXACT_METHODS or m.applies(problem):
-            continue
-        try:
-            schedule = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
-        except SKIPPED:
-            continue
+    for _, schedule in heuristic_schedules(problem, options):
         keep(schedule)
     paired = paired_refusal(problem) is None
     left = options.time_limit_s - (time.perf_counter() - t0)

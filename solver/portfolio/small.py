@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
+from ..core.method import SolveOptions
 from ..core.problem import Problem
-from ..core.registry import SolveOptions, get_method
 from ..exact.ilp.backends import highs_available
+from ..exact.ilp.method import ILP
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
@@ -40,7 +41,7 @@ def ilp_first(problem: Problem, inst: Instance, inc: Incumbent, seconds: float) 
     try:
         hint = finalize(problem, "auto", inc.start, inst=inst)
         backend = "highs" if highs_available() else None
-        answer = get_method("ilp").run(problem, SolveOptions(time_limit_s=seconds, hint=hint, workers=1,
+        answer = ILP.run(problem, SolveOptions(time_limit_s=seconds, hint=hint, workers=1,
                                                              backend=backend))
     except (NotApplicableError, InvalidScheduleError, ValueError):  # ValueError: PuLP refused a start value
         return inc, False, None

@@ -7,10 +7,9 @@ import os
 
 import pytest
 
-from pipesched.solver import Problem, solve, validate
+from pipesched.solver import Problem, SolveOptions, solve, validate
 from pipesched.solver.core.errors import NotApplicableError
-from pipesched.solver.core.isolated import SolverCrashed, solve_isolated
-from pipesched.solver.core.registry import SolveOptions
+from pipesched.solver.isolated import SolverCrashed, solve_isolated
 
 PROBLEM = Problem(devices=2, microbatches=4)
 

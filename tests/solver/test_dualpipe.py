@@ -106,7 +106,7 @@ def test_ilp_says_it_does_not_pair_and_auto_and_cpsat_are_never_worse_than_dualp
 
 @pytest.mark.parametrize("kw", [{}, {"memory": {"limit": 6}}, {"objective": "stage_span"}, {"split_backward": False}])
 def test_auto_and_cpsat_are_never_worse_than_dualpipe_on_dual(kw: dict) -> None:
-    from pipesched.solver.core.registry import SolveOptions
+    from pipesched.solver import SolveOptions
 
     problem = dual(4, 8, costs={"forward": 1.0, "backward_input": 2.0, "backward_weight": 1.0, "comm": 0.5}, **kw)
     recipe = solve(problem, "dualpipe")

@@ -73,7 +73,6 @@ def test_looped_bfs_needs_loop_placement_with_two_chunks(fields: dict[str, objec
 
 
 def test_pipesched_methods_lists_looped_bfs_with_when_it_applies(capsys: pytest.CaptureFixture[str]) -> None:
-    # Registered through the classic package (not yet in the core registry's module list).
     assert main(["methods"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("looped-bfs ")]
     assert len(lines) == 1 and "stages_per_device >= 2" in lines[0]

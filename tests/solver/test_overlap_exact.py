@@ -215,7 +215,7 @@ def test_the_capped_cases_cap_binds(capped: str) -> None:
     pytest.param(v(2, 4, overlap=0.6), id="v-p2-m4"),
 ])
 def test_cpsat_with_pairs_is_optimal_and_never_worse_than_any_recipe_or_heuristic(problem: Problem) -> None:
-    from pipesched.solver.core.registry import methods
+    from pipesched.solver import methods
 
     schedule = solve(problem, "cpsat", SolveOptions(time_limit_s=5))
     assert validate(schedule) == [] and schedule.status == "optimal"

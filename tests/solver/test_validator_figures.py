@@ -7,7 +7,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipesched.solver import Instance, NotApplicableError, Problem, solve, validate
+from pipesched.solver import (
+    Instance,
+    NotApplicableError,
+    Problem,
+    SolveOptions,
+    methods,
+    solve,
+    validate,
+)
 from pipesched.solver.core.metrics import (
     bubble_ratio,
     device_spans,
@@ -15,7 +23,6 @@ from pipesched.solver.core.metrics import (
     objective_value,
     peak_memory,
 )
-from pipesched.solver.core.registry import SolveOptions, methods
 from pipesched.solver.timing.figures import (
     ops_bubble,
     ops_makespan,

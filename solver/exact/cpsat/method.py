@@ -34,8 +34,8 @@ from ...budget import (
     setup_cost,
 )
 from ...core.instance import Instance
+from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
 from ...core.schedule import Schedule
 from ...core.tolerance import slack
 from ...heuristics.swap_past_w import polished
@@ -64,8 +64,6 @@ def _no_pairs(problem: Problem) -> str | None:
     return None
 
 
-@method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit "
-                 "(costs.overlap_fb: F&B pairs, small problems).", _no_pairs)
 @records_wall_cuts
 def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
@@ -94,3 +92,8 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
         res = solve_model(inst, inc, left, options.workers, deadline=deadline, nominal=CPSAT_SEARCH_SHARE * options.time_limit_s,
                           dtime=SEARCH_DTIME_SHARE * DTIME_PER_SECOND * options.time_limit_s)
     return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)
+
+
+CPSAT = Method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit "
+                        "(costs.overlap_fb: F&B pairs, small problems).",
+               "exact", solve_cpsat, requires=_no_pairs, warm_start=True)

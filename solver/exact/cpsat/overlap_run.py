@@ -29,12 +29,12 @@ from ...budget import (
 )
 from ...core.errors import InvalidScheduleError, NotApplicableError
 from ...core.instance import Instance, OpId
+from ...core.method import SolveOptions
 from ...core.metrics import peak_memory
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, methods
 from ...core.schedule import Schedule
 from ...core.tolerance import slack, within_cap
-from ...heuristics.warm_start import EXACT_METHODS, SKIPPED
+from ...heuristics.catalog import SKIPPED, heuristic_schedules
 from ...timing.finalize import TIME_DECIMALS, infeasible, no_schedule
 from ...timing.overlap import from_paired_order, paired_schedule, simulate_paired
 from ...timing.pairs import Pairs, pair_map, timed_pairs
@@ -70,14 +70,7 @@ def forward_first(order: Sequence[Sequence[OpId]], pairs: Pairs) -> list[list[Op
 
 def paired_warm_start(problem: Problem, inst: Instance, options: SolveOptions) -> Schedule | None:
     """The best schedule (objective, then makespan) of the non-exact methods that apply and of the hint."""
-    found: list[Schedule] = []
-    for m in sorted(methods(), key=lambda m: m.name):
-        if m.name in EXACT_METHODS or m.applies(problem):
-            continue
-        try:
-            found.append(m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1)))
-        except SKIPPED:
-            continue
+    found = [schedule for _, schedule in heuristic_schedules(problem, options)]
     hint = options.hint
     if hint is not None and hint.ops and {o.id for o in hint.ops} == set(inst.ops()):
         try:

@@ -29,9 +29,9 @@ from ...budget import (
 )
 from ...core.errors import InvalidScheduleError, NotApplicableError
 from ...core.instance import Instance, OpId
+from ...core.method import ALL_FEATURES, Method, SolveOptions
 from ...core.metrics import makespan, objective_value, peak_memory
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
 from ...core.tolerance import slack, within_cap
 from ...heuristics.warm_start import hint_start, recipe_orders
@@ -99,9 +99,6 @@ def order_pairs(problem: Problem) -> int:
 
 
 def _too_large(problem: Problem) -> str | None:
-    if problem.costs.overlap_fb is not None:
-        return ("costs.overlap_fb: the ILP does not pair F and B into one op (docs/dualpipe.md); "
-                "use cpsat (small problems), dualpipe, greedy or auto")
     pairs = order_pairs(problem)
     if pairs > MAX_PAIRS:
         return (
@@ -111,12 +108,6 @@ def _too_large(problem: Problem) -> str | None:
     return None
 
 
-@method(
-    METHOD,
-    "ILP (PuLP): disjunctive big-M model, CBC by default or HiGHS (backend 'highs'). Any problem; "
-    "proves optima of small cases (p*m up to ~32), warm-started from the heuristics.",
-    _too_large,
-)
 def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     backend = _check_options(options)
@@ -151,6 +142,17 @@ def solve_ilp(problem: Problem, options: SolveOptions) -> Schedule:
         result = run_cbc(model, remaining, warm is not None)
     return _answer(problem, inst, model, result, warm, time.perf_counter() - t0)
 
+
+
+ILP = Method(
+    METHOD,
+    "ILP (PuLP): disjunctive big-M model, CBC by default or HiGHS (backend 'highs'). Any problem; "
+    "proves optima of small cases (p*m up to ~32), warm-started from the heuristics.",
+    "exact", solve_ilp, requires=_too_large, warm_start=True,
+    supports=ALL_FEATURES - {"costs.overlap_fb"},
+    unsupported="the ILP does not pair F and B into one op (docs/dualpipe.md); use cpsat (small problems), "
+                "dualpipe, greedy or auto",
+)
 
 def _answer(
     problem: Problem, inst: Instance, model: IlpModel | None, result: RunResult, warm: dict[OpId, float] | None,

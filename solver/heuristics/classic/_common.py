@@ -1,25 +1,28 @@
-"""Small pieces shared by the fixed recipes: registration, applicability checks, microbatch trimming."""
+"""Small pieces shared by the fixed recipes: their method records, applicability checks, microbatch trimming."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
+from ...core.method import Applies, Method, SolveOptions
 from ...core.problem import Problem
-from ...core.registry import Applies, SolveFn, SolveOptions, method
 from ...core.schedule import Order, Schedule
 from ...timing.finalize import from_order
 
 
-def recipe(name: str, summary: str, order: Callable[[Instance], Order], applies: Applies | None = None) -> SolveFn:
-    """Register a fixed recipe as method ``name``: its order, timed by the simulator and finalized
+def recipe(name: str, summary: str, order: Callable[[Instance], Order], applies: Applies | None = None) -> Method:
+    """The method record of a fixed recipe: its order, timed by the simulator and finalized
     (:func:`pipesched.solver.timing.finalize.from_order`, which refuses an order over the memory cap)."""
 
     def solve_recipe(problem: Problem, options: SolveOptions) -> Schedule:
         inst = Instance.from_problem(problem)
         return from_order(problem, name, order(inst), inst=inst)
 
-    return method(name, summary, applies)(solve_recipe)
+    solve_recipe.__name__ = solve_recipe.__qualname__ = f"solve_{name.replace('-', '_')}"
+    return Method(name, summary, "recipe", solve_recipe, requires=applies or (lambda _p: None),
+                  cost_per_op=FIXED_RECIPE_S_PER_OP)
 
 
 def needs_single_stage_loop(name: str, problem: Problem) -> str | None:

@@ -29,9 +29,10 @@ each direction is trimmed to its own count (:func:`keep_microbatches`' argument,
 
 from __future__ import annotations
 
+from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
+from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
 from .dualpipe_steps import Steps, cool_down, solve_paired
 
@@ -94,11 +95,13 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     return [[op for op in ops if inst.has_op(op)] for ops in order], kept
 
 
-@method(
+def solve_dualpipe(problem: Problem, options: SolveOptions) -> Schedule:
+    return solve_paired(problem, "dualpipe", dualpipe_plan)
+
+
+DUALPIPE = Method(
     "dualpipe",
     "DualPipe (DeepSeek-V3): placement 'dual', two streams from both ends, one chunk's F overlapped with the "
     "other's B (one op with costs.overlap_fb), Ws deferred at the tail; built for m >= 2p, trimmed below.",
-    _applies,
+    "recipe", solve_dualpipe, requires=_applies, cost_per_op=FIXED_RECIPE_S_PER_OP,
 )
-def solve_dualpipe(problem: Problem, options: SolveOptions) -> Schedule:
-    return solve_paired(problem, "dualpipe", dualpipe_plan)

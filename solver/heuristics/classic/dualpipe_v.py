@@ -23,9 +23,10 @@ The steps need ``m >= 2p``; for fewer microbatches the order is built for ``2p``
 
 from __future__ import annotations
 
+from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
+from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
-from ...core.registry import SolveOptions, method
 from ...core.schedule import Order, Schedule
 from ._common import keep_microbatches, needs_v_placement
 from .dualpipe_steps import Steps, cool_down, solve_paired
@@ -68,11 +69,13 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     return keep_microbatches(order, m), [(f, b) for f, b in pairs if f.microbatch < m and b.microbatch < m]
 
 
-@method(
+def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
+    return solve_paired(problem, "dualpipe-v", dualpipe_v_plan)
+
+
+DUALPIPE_V = Method(
     "dualpipe-v",
     "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B (one op with "
     "costs.overlap_fb), Ws deferred at the tail; needs placement 'v' (stages_per_device = 2).",
-    _applies,
+    "recipe", solve_dualpipe_v, requires=_applies, cost_per_op=FIXED_RECIPE_S_PER_OP,
 )
-def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
-    return solve_paired(problem, "dualpipe-v", dualpipe_v_plan)

@@ -24,4 +24,4 @@ def gpipe_order(inst: Instance) -> Order:
     return order
 
 
-solve_gpipe = recipe("gpipe", "GPipe: all forwards, then all backwards (W right after B). Any placement.", gpipe_order)
+GPIPE = recipe("gpipe", "GPipe: all forwards, then all backwards (W right after B). Any placement.", gpipe_order)

@@ -67,7 +67,7 @@ def interleaved_order(inst: Instance, per_round: int | None = None) -> Order:
     return keep_microbatches(order, m)
 
 
-solve_interleaved = recipe(
+INTERLEAVED_1F1B = recipe(
     "interleaved-1f1b",
     "Interleaved 1F1B (Megatron-LM): v chunks per device in microbatch groups of p, bubble "
     "shrinks v times; needs placement 'loop' with stages_per_device >= 2; any m.",

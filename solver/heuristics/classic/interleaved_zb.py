@@ -107,7 +107,7 @@ def interleaved_rounds_order(inst: Instance) -> Order:
     return rounds_order(inst, zero_bubble=False)
 
 
-solve_interleaved_zb = recipe(
+INTERLEAVED_ZB = recipe(
     "interleaved-zb",
     "Interleaved zero bubble (torch's ScheduleInterleavedZeroBubble order): interleaved 1F1B with a "
     "shorter warm-up and deferred Ws; needs placement 'loop' with stages_per_device >= 2.",
@@ -115,7 +115,7 @@ solve_interleaved_zb = recipe(
     lambda problem: _needs_loop("interleaved-zb", problem),
 )
 
-solve_interleaved_rounds = recipe(
+INTERLEAVED_ROUNDS = recipe(
     "interleaved-rounds",
     "Interleaved 1F1B in torch's rounds of m // p microbatches (torch's ScheduleInterleaved1F1B order); "
     "needs placement 'loop' with stages_per_device >= 2.",

@@ -57,7 +57,7 @@ def looped_bfs_order(inst: Instance) -> Order:
     return order
 
 
-solve_looped_bfs = recipe(
+LOOPED_BFS = recipe(
     "looped-bfs",
     "Looped BFS (breadth-first interleaving, torch's ScheduleLoopedBFS): every microbatch through a "
     "chunk before the next; needs placement 'loop' with stages_per_device >= 2; any m.",

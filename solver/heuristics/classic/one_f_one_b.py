@@ -55,7 +55,7 @@ def one_f_one_b_order(inst: Instance) -> Order:
     return lagged_order(inst, [p - 1 - d for d in range(p)], [0] * p, "FBW")
 
 
-solve_1f1b = recipe(
+ONE_F_ONE_B = recipe(
     "1f1b",
     "1F1B: p-1-d warm-up forwards, then one forward / one backward (W right after B); "
     "peak p microbatches; needs stages_per_device = 1.",

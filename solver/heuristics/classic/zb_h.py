@@ -42,7 +42,7 @@ def zb_h2_order(inst: Instance) -> Order:
     return lagged_order(inst, [2 * (p - 1 - d) + 1 for d in range(p)], [2 * d for d in range(p)], "BWF")
 
 
-solve_zb_h1 = recipe(
+ZB_H1 = recipe(
     "zb-h1",
     "ZB-H1 (Qi et al. 2024): 1F1B with W delayed d steps on device d; 1F1B's peak memory, "
     "bubble (p-1)(F+B-W); needs split_backward and stages_per_device = 1.",
@@ -51,7 +51,7 @@ solve_zb_h1 = recipe(
 )
 
 
-solve_zb_h2 = recipe(
+ZB_H2 = recipe(
     "zb-h2",
     "ZB-H2 (Qi et al. 2024): 2p-1 in-flight microbatches, bubble (p-1)(F+B-2W) (zero when "
     "F+B=2W); needs split_backward and stages_per_device = 1.",

@@ -82,7 +82,7 @@ def zb_v_order(inst: Instance) -> Order:
     return keep_microbatches(order, m)
 
 
-solve_zb_v = recipe(
+ZB_V = recipe(
     "zb-v",
     "ZB-V (Qi et al. 2024): V-shaped two-chunk schedule, 1F1B's peak memory, near-zero bubble "
     "when F=B=W; needs placement 'v' (stages_per_device = 2) and split_backward.",

@@ -21,9 +21,9 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from .problem import Problem
-from .registry import SolveOptions, solve
-from .schedule import Schedule
+from .core.method import SolveOptions
+from .core.problem import Problem
+from .core.schedule import Schedule
 
 SolveFn = Callable[[Problem, str, SolveOptions], Schedule]
 T = TypeVar("T")
@@ -100,7 +100,8 @@ def solve_isolated(problem: Problem, method: str, options: SolveOptions, solve_f
     """``solve_fn(problem, method, options)`` (default: :func:`pipesched.solver.solve`) in a forked child;
     once more with ``workers=1`` if the child dies without answering; :class:`SolverCrashed` if that
     dies too. Errors the solve raises (bad input, not applicable) come back as themselves."""
-    solve_fn = solve if solve_fn is None else solve_fn
+    if solve_fn is None:
+        from .registry import solve as solve_fn  # OR-Tools and PuLP load here, not on import
     if "fork" not in mp.get_all_start_methods():
         return solve_fn(problem, method, options)
     got = _attempt(solve_fn, (problem, method, options), {})

@@ -1,0 +1,64 @@
+"""Every heuristic method, imported by name here, and the one way to run the ones that apply.
+
+Why a list and not a discovery: the layers above (the exact models' warm starts, the portfolio) need
+the heuristics' schedules, and asking a registry at run time would hide that dependency from the
+layering test and let a method ship unlisted. A new heuristic is added to :data:`HEURISTICS`; the
+facade (:mod:`pipesched.solver.registry`) registers this tuple, and ``tests/test_layers.py`` fails
+when a method record defined anywhere in ``solver/`` is not registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from ..core.errors import InvalidScheduleError, NotApplicableError
+from ..core.method import Method, Role, SolveOptions
+from ..core.problem import Problem
+from ..core.schedule import Schedule
+from ..timing.simulate import DeadlockError
+from .classic.dualpipe import DUALPIPE
+from .classic.dualpipe_v import DUALPIPE_V
+from .classic.gpipe import GPIPE
+from .classic.interleaved import INTERLEAVED_1F1B
+from .classic.interleaved_zb import INTERLEAVED_ROUNDS, INTERLEAVED_ZB
+from .classic.looped_bfs import LOOPED_BFS
+from .classic.one_f_one_b import ONE_F_ONE_B
+from .classic.zb_h import ZB_H1, ZB_H2
+from .classic.zb_v import ZB_V
+from .greedy import GREEDY
+from .v_greedy import V_GREEDY
+from .v_memory import V_MEMORY
+
+#: The heuristic methods, in the order ``pipesched methods`` lists them.
+HEURISTICS: tuple[Method, ...] = (
+    DUALPIPE, DUALPIPE_V, GPIPE, GREEDY, INTERLEAVED_1F1B, INTERLEAVED_ZB, INTERLEAVED_ROUNDS, LOOPED_BFS,
+    ONE_F_ONE_B, ZB_H1, ZB_H2, ZB_V, V_GREEDY, V_MEMORY,
+)
+#: What a heuristic raises on a problem it does not fit; it is then skipped.
+SKIPPED = (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError)
+#: The roles whose schedules are warm starts and portfolio candidates.
+ORDER_ROLES: tuple[Role, ...] = ("recipe", "search")
+
+
+def applicable(problem: Problem, roles: Iterable[Role] = ORDER_ROLES, exclude: Iterable[str] = ()) -> list[Method]:
+    """The heuristics of ``roles`` that apply to ``problem``, by name (so every caller's order is
+    deterministic), without those named in ``exclude`` (a phase that runs them its own way)."""
+    wanted, skip = set(roles), set(exclude)
+    return sorted((m for m in HEURISTICS if m.role in wanted and m.name not in skip and m.applies(problem) is None),
+                  key=lambda m: m.name)
+
+
+def heuristic_schedules(problem: Problem, options: SolveOptions, methods: Iterable[Method] | None = None,
+                        afford: Callable[[Method], bool] = lambda _m: True) -> Iterator[tuple[str, Schedule]]:
+    """The schedule of each of ``methods`` (default: every applicable heuristic) that ``afford`` lets
+    run (asked before each), one worker each; one that does not fit the problem is skipped, and so is
+    an answer without ops."""
+    for m in applicable(problem) if methods is None else methods:
+        if not afford(m):
+            continue
+        try:
+            schedule = m.run(problem, SolveOptions(time_limit_s=options.time_limit_s, workers=1))
+        except SKIPPED:
+            continue
+        if schedule.ops:
+            yield m.name, schedule
