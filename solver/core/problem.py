@@ -25,12 +25,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from .limits import above_one_f_one_b, one_f_one_b_peaks, relative_factor, resolve
+from .tolerance import REL_TOL
 
 Number = float
 PerStage = float | list[float]
 
-#: Relative tolerance used when checking that a stage's memory deltas sum to zero.
-DELTA_SUM_TOLERANCE = 1e-9
 
 #: Largest magnitude accepted for a cost, the comm latency, a memory delta or limit (and the planning
 #: model's sizes): far beyond any real model (1e12 ms is 30 years), small enough that sums over the
@@ -342,7 +341,7 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
             parts = [deltas[f][s] for f in ("forward", "backward_input", "backward_weight")]
             total = sum(parts)
             scale = max(1.0, *(abs(x) for x in parts))
-            if abs(total) > DELTA_SUM_TOLERANCE * scale:
+            if abs(total) > REL_TOL * scale:
                 errors.append(
                     f"memory deltas of stage {s} sum to {total:g}, not 0 "
                     f"(forward {parts[0]:g} + backward_input {parts[1]:g} + backward_weight {parts[2]:g}): "

@@ -12,6 +12,18 @@ from __future__ import annotations
 REL_TOL = 1e-9
 #: Absolute slack added to a memory cap (so a cap of 0 still admits float noise).
 CAP_ABS_TOL = 1e-12
+#: Absolute gap under which two event times of one list-scheduling pass are the same instant (an op
+#: "has arrived", a W "fits" before the next arrival). Absolute, not relative: the list schedulers
+#: compare times of one problem built from the same sums, and their answers were tuned with it.
+EVENT_TOL = 1e-9
+#: Relative tolerance of the validator (and of recognising an F&B pair's length in a timed schedule):
+#: schedules on the wire are rounded to ``TIME_DECIMALS`` places, far coarser than :data:`REL_TOL`.
+WIRE_REL_TOL = 1e-7
+#: Relative step of the exact re-timing's parametric search (its Bellman-Ford rounds): far below
+#: :data:`REL_TOL`, so the optimum it converges to is within the comparisons above.
+SEARCH_REL_TOL = 1e-12
+#: Absolute tolerance of the shared-cores replay (remaining work of an op, an arrival "now").
+REPLAY_ABS_TOL = 1e-12
 
 
 def slack(x: float) -> float:

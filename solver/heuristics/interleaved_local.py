@@ -38,14 +38,12 @@ from ..budget import INTERLEAVED_LOCAL_REACH as REACH
 from ..budget import INTERLEAVED_LOCAL_STARTS
 from ..core.instance import Instance, OpId
 from ..core.schedule import Order
-from ..core.tolerance import within_cap
+from ..core.tolerance import EVENT_TOL, slack, within_cap
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError, simulate
 from .device_events import run_device_events
 from .swap_past_w import fits_memory
 from .trials import Trials
-
-_EPS = 1e-9
 
 
 def _scores(inst: Instance, order: Order, start: dict[OpId, float]) -> tuple[float, ...]:
@@ -72,19 +70,19 @@ def critical_edges(inst: Instance, order: Order, start: dict[OpId, float], rank:
     where = {op: (dev, j) for dev, ops in enumerate(order) for j, op in enumerate(ops)}
     out: list[tuple[int, int]] = []
     op = order[d][-1]
-    while start[op] > floor + _EPS:
+    while start[op] > floor + EVENT_TOL:
         dev, j = where[op]
         t = start[op]
         prev_end = start[order[dev][j - 1]] + inst.cost(order[dev][j - 1]) if j > 0 else -math.inf
         dep = None
         for pred, lag in inst.predecessors(op):
-            if start[pred] + inst.cost(pred) + lag >= t - _EPS:
+            if start[pred] + inst.cost(pred) + lag >= t - EVENT_TOL:
                 dep = pred
-        if prev_end >= t - _EPS:
+        if prev_end >= t - EVENT_TOL:
             out.append((dev, j - 1))
         if dep is not None:
             op = dep
-        elif j > 0 and prev_end >= t - _EPS:
+        elif j > 0 and prev_end >= t - EVENT_TOL:
             op = order[dev][j - 1]
         else:
             break
@@ -170,7 +168,7 @@ def improve(inst: Instance, orders: Sequence[Order], trials: Trials, searched: i
             if trials.left <= 0 or trials.cut:
                 break
             got = local_search(inst, o, trials)
-            if got.objective < best.objective - _EPS * max(1.0, best.objective):
+            if got.objective < best.objective - slack(best.objective):
                 best = got
         best = _retail(inst, best, trials)
     return best
@@ -180,10 +178,10 @@ def _retail(inst: Instance, best: Incumbent, trials: Trials) -> Incumbent:
     """While trials are left and it helps: the tails of ``best`` re-chosen, and a search from the best."""
     while trials.left > 0 and not trials.cut:
         again = min(_variants(inst, best.order, trials, 0)[1:], default=None)
-        if again is None or again[0][0] >= best.objective - _EPS * max(1.0, best.objective):
+        if again is None or again[0][0] >= best.objective - slack(best.objective):
             break
         got = local_search(inst, again[2], trials)
-        if got.objective >= best.objective - _EPS * max(1.0, best.objective):
+        if got.objective >= best.objective - slack(best.objective):
             break
         best = got
     return best
@@ -209,9 +207,9 @@ def _variants(inst: Instance, order: Order, trials: Trials, k: int) -> list[tupl
 
 def _better(new: tuple[float, ...], old: tuple[float, ...]) -> bool:
     for x, y in zip(new, old, strict=True):
-        if x < y - _EPS * max(1.0, abs(y)):
+        if x < y - slack(y):
             return True
-        if x > y + _EPS * max(1.0, abs(y)):
+        if x > y + slack(y):
             return False
     return False
 
@@ -259,7 +257,7 @@ def reschedule_tail(inst: Instance, order: Order, tail_fs: int = 0, deep: bool =
             r = arrival(op)
             if r is None:
                 continue
-            if r > now + _EPS:
+            if r > now + EVENT_TOL:
                 later.append(r)
             elif op.kind == "W":
                 ws.append(op)
@@ -269,7 +267,7 @@ def reschedule_tail(inst: Instance, order: Order, tail_fs: int = 0, deep: bool =
         if at_f[d] < len(tail_f[d]):
             f = tail_f[d][at_f[d]]
             r = arrival(f)
-            if r is not None and r <= now + _EPS:
+            if r is not None and r <= now + EVENT_TOL:
                 f_ready = within_cap(live[d] + inst.mem(f), inst.limit[d])
                 blocked = not f_ready
             elif r is not None:
@@ -281,7 +279,7 @@ def reschedule_tail(inst: Instance, order: Order, tail_fs: int = 0, deep: bool =
         nxt = min(later, default=math.inf)
         if ws:
             w = min(ws, key=lambda o: (o.microbatch, -o.stage))
-            if blocked or nxt - now >= inst.cost(w) - _EPS or nxt == math.inf:
+            if blocked or nxt - now >= inst.cost(w) - EVENT_TOL or nxt == math.inf:
                 return now, w
         return nxt, None
 

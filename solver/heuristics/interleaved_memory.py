@@ -51,7 +51,7 @@ from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.schedule import Order
-from ..core.tolerance import slack, within_cap
+from ..core.tolerance import EVENT_TOL, slack, within_cap
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.interleaved_zb import interleaved_zb_order
@@ -59,8 +59,6 @@ from .device_events import run_device_events
 from .greedy import BankersMemory
 from .interleaved_local import improve
 from .trials import Trials
-
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
                     continue  # not the device's next forward
                 if kind == "F" and s < p and out[d] >= warm[d]:
                     continue  # a new microbatch waits for one in flight here to go back
-                if r > now + _EPS:
+                if r > now + EVENT_TOL:
                     later.append(r)
                     continue
                 if not allowed(d, op):
@@ -186,7 +184,7 @@ def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
             deep = policy.forward in ("deep", "warm-deep") or (policy.forward == "switch" and started[d])
             return now, min(fs, key=lambda o: (-o.stage, o.microbatch) if deep else (o.stage, o.microbatch))
         nxt = min(later, default=math.inf)
-        if ws and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[0].stage] - _EPS):
+        if ws and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[0].stage] - EVENT_TOL):
             return now, ws[0]
         return nxt, None
 

@@ -39,14 +39,12 @@ from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
-from ..core.tolerance import within_cap
+from ..core.tolerance import EVENT_TOL, within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
 from .device_events import run_device_events
-
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ def v_order(inst: Instance, policy: VPolicy) -> Order:
             else:
                 need = delta[kind][st]
             arrivals.append(r)
-            if r > now + _EPS:
+            if r > now + EVENT_TOL:
                 continue
             if fits(d, need):
                 runnable[name] = OpId(kind, st, (nf if kind == "F" else nb)[st])  # type: ignore[arg-type]
@@ -131,10 +129,10 @@ def v_order(inst: Instance, policy: VPolicy) -> Order:
             if name in runnable:
                 return now, runnable[name]
         ws = [(nw[st], OpId("W", st, nw[st])) for st in (t, s) if split and nw[st] < nb[st]]
-        nxt = min((r for r in arrivals if r > now + _EPS), default=math.inf)  # what is here already waits on memory
+        nxt = min((r for r in arrivals if r > now + EVENT_TOL), default=math.inf)  # what is here already waits on memory
         if ws:
             w_op = min(ws)[1]
-            if blocked or policy.w == "eager" or nxt - now >= dur["W"][w_op.stage] - _EPS:
+            if blocked or policy.w == "eager" or nxt - now >= dur["W"][w_op.stage] - EVENT_TOL:
                 return now, w_op
         return nxt, None
 
@@ -178,7 +176,6 @@ POLICIES = (
     VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1),
     VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
 )
-
 
 
 def v_candidates(inst: Instance, keep: int = 3, count: int | None = None) -> list[Incumbent]:

@@ -56,7 +56,7 @@ from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan
 from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
-from ..core.tolerance import within_cap
+from ..core.tolerance import EVENT_TOL, within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
@@ -67,8 +67,6 @@ from .interleaved_local import local_search
 from .swap_past_w import fits_memory
 from .trials import Trials
 from .v_search import improve
-
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -136,7 +134,7 @@ def vm_order(inst: Instance, policy: VMPolicy) -> Order:
                 continue
             if name == "F0" and nf[s] - nb[s] >= admit[d]:
                 continue
-            if r > now + _EPS:
+            if r > now + EVENT_TOL:
                 later.append(r)
                 continue
             op = OpId(kind, s, (nf if kind == "F" else nb)[s])  # type: ignore[arg-type]
@@ -144,7 +142,7 @@ def vm_order(inst: Instance, policy: VMPolicy) -> Order:
                 return now, op
             blocked = blocked or kind == "F"
         nxt = min(later, default=math.inf)
-        if ws[d] and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[d][0].stage] - _EPS):
+        if ws[d] and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[d][0].stage] - EVENT_TOL):
             return now, ws[d][0]
         return nxt, None
 
@@ -210,15 +208,15 @@ def deferred_w_order(inst: Instance, base: Order, w: str = "fits", hold: int | N
         nxt, blocked = math.inf, False
         for k, op in enumerate(seq[d][at[d]:at[d] + (2 if jump else 1)]):
             r = arrival(op)
-            if r is None or (k == 1 and (op.kind != "B" or r > now + _EPS)):
+            if r is None or (k == 1 and (op.kind != "B" or r > now + EVENT_TOL)):
                 continue
-            if r > now + _EPS:
+            if r > now + EVENT_TOL:
                 nxt = min(nxt, r)
             elif within_cap(live[d] + max(0.0, inst.mem(op)), inst.limit[d]):
                 return now, op
             else:
                 blocked = True
-        if ws[d] and (blocked or w == "eager" or nxt - now >= dur["W"][ws[d][0].stage] - _EPS):
+        if ws[d] and (blocked or w == "eager" or nxt - now >= dur["W"][ws[d][0].stage] - EVENT_TOL):
             return now, ws[d][0]
         return nxt, None
 

@@ -20,13 +20,12 @@ from collections.abc import Mapping
 from ..budget import note_wall_cut
 from ..core.instance import Instance, OpId
 from ..core.schedule import Order
-from ..core.tolerance import slack
+from ..core.tolerance import EVENT_TOL, slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
 from .swap_past_w import fits_memory
 from .trials import Trials
 
-_EPS = 1e-9
 Move = tuple[int, int, int]  # (device, from position, to position)
 
 
@@ -43,10 +42,10 @@ def _moves(inst: Instance, order: Order, start: Mapping[OpId, float]) -> list[Mo
             if op.kind == "W":
                 continue
             ready = max((_end(inst, start, q) + lag for q, lag in inst.predecessors(op)), default=0.0)
-            if ready >= start[op] - _EPS:
+            if ready >= start[op] - EVENT_TOL:
                 continue
             i = j
-            while i > 0 and _end(inst, start, ops[i - 1]) > ready + _EPS:
+            while i > 0 and _end(inst, start, ops[i - 1]) > ready + EVENT_TOL:
                 i -= 1
             for k in sorted({i, i + 1, j - 1} - {j}, reverse=True):
                 if k < j:
@@ -56,7 +55,7 @@ def _moves(inst: Instance, order: Order, start: Mapping[OpId, float]) -> list[Mo
             j -= 1
             w = ops[j]
             own_b = ops.index(OpId("B", w.stage, w.microbatch))
-            gaps = [k for k in range(own_b + 1, j) if start[ops[k]] > _end(inst, start, ops[k - 1]) + _EPS]
+            gaps = [k for k in range(own_b + 1, j) if start[ops[k]] > _end(inst, start, ops[k - 1]) + EVENT_TOL]
             found.extend((-math.inf, (d, j, k)) for k in reversed(gaps[-2:]))  # first: cheap, and they undo the pile
     found.sort(key=lambda c: c[0])  # stable: the trailing Ws in device order, then the latest waits
     return [m for _, m in found]

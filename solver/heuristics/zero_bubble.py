@@ -23,13 +23,11 @@ import time
 from ..budget import GRID_OPS_PER_SECOND, REFINE_POLICIES, note_wall_cut
 from ..core.instance import Instance, OpId
 from ..core.schedule import Order
-from ..core.tolerance import cap_with_slack
+from ..core.tolerance import EVENT_TOL, cap_with_slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
 from .zb_policies import Policy, policies
 from .zb_refine import refine_scale
-
-_EPS = 1e-9
 
 
 def zb_order(inst: Instance, policy: Policy) -> Order:
@@ -71,7 +69,7 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     def choose(d: int) -> tuple[float, int, int]:
         """(time, kind, stage) of device d's next op (kind 0 F, 1 B, 2 W), or (time to look again, -1, -1)."""
         t = free[d]
-        tt = t + _EPS
+        tt = t + EVENT_TOL
         lv, room = live[d], lim[d]
         soon_b = nxt = inf
         now_b = now_f = -1  # stage of the best op ready now
@@ -110,13 +108,13 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
             nxt = soon_b
         for kind, s in ((0, now_f), (1, now_b)) if f_first else ((1, now_b), (0, now_f)):
             if s >= 0:
-                if b_wait and kind == 0 and tt < soon_b < t + dur_f[s] - _EPS:
+                if b_wait and kind == 0 and tt < soon_b < t + dur_f[s] - EVENT_TOL:
                     return soon_b, -1, -1
                 return t, kind, s
         if w_s >= 0:
-            if b_wait and tt < soon_b < t + dur_w[w_s] - _EPS and not blocked:
+            if b_wait and tt < soon_b < t + dur_w[w_s] - EVENT_TOL and not blocked:
                 return soon_b, -1, -1
-            if blocked or eager or nxt == inf or nxt - t >= dur_w[w_s] - _EPS:
+            if blocked or eager or nxt == inf or nxt - t >= dur_w[w_s] - EVENT_TOL:
                 return t, 2, w_s
         return nxt, -1, -1
 

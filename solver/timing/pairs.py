@@ -9,9 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.instance import Instance, OpId
 from ..core.schedule import ScheduledOp
-
-#: Relative slack when matching a pair's length to its duration (the validator's tolerance).
-_TOLERANCE = 1e-7
+from ..core.tolerance import WIRE_REL_TOL
 
 #: Each paired op -> its partner (both directions).
 Pairs = Mapping[OpId, OpId]
@@ -48,7 +46,7 @@ def timed_pairs(ops: Sequence[ScheduledOp], inst: Instance) -> dict[OpId, OpId]:
         if kinds != ["B", "F"]:
             continue
         f, bk = (group[0].id, group[1].id) if group[0].kind == "F" else (group[1].id, group[0].id)
-        if inst.has_op(f) and inst.has_op(bk) and abs((b - a) - inst.pair_cost(f, bk)) <= _TOLERANCE * max(
+        if inst.has_op(f) and inst.has_op(bk) and abs((b - a) - inst.pair_cost(f, bk)) <= WIRE_REL_TOL * max(
                 1.0, scale):
             out.append((f, bk))
     return pair_map(out)

@@ -26,10 +26,8 @@ from ..budget import EXACT_TIMING_OPS
 from ..core.instance import Instance, OpId
 from ..core.metrics import objective_value
 from ..core.schedule import Order
+from ..core.tolerance import SEARCH_REL_TOL
 from .simulate import latest_starts, simulate
-
-#: Relative slack below which a relaxation is float noise, not progress.
-_EPS = 1e-12
 
 
 def compact(inst: Instance, order: Sequence[Sequence[OpId]]) -> dict[OpId, float]:
@@ -78,7 +76,6 @@ class Incumbent:
         return cls(order, times, objective_value(inst, times))
 
 
-
 def retime(inst: Instance, order: Order) -> Incumbent:
     """Exact times for an order: its optimal timing when affordable, else :func:`compact`'s."""
     if inst.num_ops > EXACT_TIMING_OPS:
@@ -120,14 +117,14 @@ def min_span_times(
     scale = max(1.0, max(early.values(), default=0.0) + max(cost, default=0.0))
     z = max(inst.device_work())
     while True:
-        dist, cycle = _longest_paths(len(ops), edges, z, _EPS * scale)
+        dist, cycle = _longest_paths(len(ops), edges, z, SEARCH_REL_TOL * scale)
         if cycle is None:
             return {op: dist[k] for k, op in enumerate(ops)}
         weight = sum(edges[e][2] for e in cycle)
         spans = sum(edges[e][3] for e in cycle)
         if not spans:  # a cycle of plain precedences: the simulator would have caught it
             raise ValueError("order has a cyclic dependency")
-        z = max(weight / spans, z + _EPS * scale)  # strictly up, even through float noise
+        z = max(weight / spans, z + SEARCH_REL_TOL * scale)  # strictly up, even through float noise
 
 
 def _longest_paths(

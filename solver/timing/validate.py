@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from ..core.instance import Instance, OpId
 from ..core.schedule import Schedule
+from ..core.tolerance import WIRE_REL_TOL
 from .figures import ops_bubble, ops_makespan, ops_objective, ops_peaks
 from .pairs import busy_time, duration, timed_pairs
 
-#: Absolute slack (in the problem's time unit, scaled by the largest time) for float noise.
-RELATIVE_TOLERANCE = 1e-7
-
 
 def _close(a: float, b: float, scale: float) -> bool:
-    return abs(a - b) <= RELATIVE_TOLERANCE * max(1.0, scale)
+    return abs(a - b) <= WIRE_REL_TOL * max(1.0, scale)
 
 
 def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 50) -> list[str]:
@@ -36,8 +34,8 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
     pairs = timed_pairs(schedule.ops, inst)  # overlapped F&B pairs (costs.overlap_fb), else empty
     kinds, S, m = set(inst.kinds), inst.num_stages, inst.microbatches
     home, durations, dual = inst.device_of_stage, inst.duration, inst.dual
-    early = -RELATIVE_TOLERANCE * scale
-    tol = RELATIVE_TOLERANCE * max(1.0, scale)  # :func:`_close` at this scale, hoisted out of the op loop
+    early = -WIRE_REL_TOL * scale
+    tol = WIRE_REL_TOL * max(1.0, scale)  # :func:`_close` at this scale, hoisted out of the op loop
     for o in schedule.ops:
         kind, s, i = o.kind, o.stage, o.microbatch
         op = OpId(kind, s, i)
@@ -72,7 +70,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
     if any(not 0 <= o.device < inst.devices for o in schedule.ops):
         return errors[:limit]  # already reported; per-device checks need real devices
 
-    tol = RELATIVE_TOLERANCE * max(1.0, scale)
+    tol = WIRE_REL_TOL * max(1.0, scale)
     cost = inst.cost if not pairs else (lambda op: duration(inst, op, pairs))
     for op, t in start.items():
         for pred, lag in inst.predecessors(op):
@@ -93,7 +91,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
 
     peaks = ops_peaks(order, inst)
     for d, (peak, cap) in enumerate(zip(peaks, map(inst.memory_cap, range(inst.devices)), strict=True)):
-        if peak > cap + RELATIVE_TOLERANCE * max(1.0, abs(cap)):
+        if peak > cap + WIRE_REL_TOL * max(1.0, abs(cap)):
             errors.append(f"device {d}: activation memory peaks at {peak:g}, above its limit {cap:g}")
 
     ops = schedule.ops  # figures from the ops' own times (figures.py), never core/metrics.py which filled them
@@ -114,7 +112,7 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         expected_bubble = 1.0 - busy_time(ops, pairs) / (inst.devices * figures["objective_value"])
     if schedule.bubble_ratio is None or abs(schedule.bubble_ratio - expected_bubble) > 1e-6:
         errors.append(f"reported bubble_ratio {schedule.bubble_ratio} but the ops give {expected_bubble:.6g}")
-    if schedule.lower_bound is not None and schedule.lower_bound > figures["objective_value"] + RELATIVE_TOLERANCE * scale:
+    if schedule.lower_bound is not None and schedule.lower_bound > figures["objective_value"] + WIRE_REL_TOL * scale:
         errors.append(f"lower_bound {schedule.lower_bound:g} is above the objective {figures['objective_value']:g}")
     if schedule.status == "optimal" and schedule.lower_bound is not None and not _close(
         schedule.lower_bound, figures["objective_value"], scale
