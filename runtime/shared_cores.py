@@ -24,8 +24,7 @@ from collections.abc import Callable, Sequence
 
 from pipesched.solver.core.instance import Instance, OpId
 from pipesched.solver.core.schedule import Schedule
-
-_EPS = 1e-12
+from pipesched.solver.timing.simulate import DeadlockError, Sharing, simulate
 
 
 def usable_cores() -> int:
@@ -72,60 +71,11 @@ def curve_makespan(schedule: Schedule, slowdown: Sequence[float], handoff: Seque
 
 def _replay(schedule: Schedule, speed_of: Callable[[int], float],
             handoff_of: Callable[[int], float] | None = None) -> float:
-    """Event-by-event replay of the per-device order, each running op at ``speed_of(k)`` while ``k``
-    ops run; a cross-device edge waits ``handoff_of(j)`` more when ``j`` ops still run as its
-    producer ends."""
+    """The end of the per-device order's replay (the solver's simulator under :class:`Sharing`)."""
     inst = Instance.from_problem(schedule.problem)
-    p = inst.devices
-    order = schedule.order()
-    end: dict[OpId, float] = {}
-    extra: dict[OpId, float] = {}  # the hand-off delay after each op's end, for its other-device consumers
-    nxt = [0] * p  # index of each device's next op
-    running: dict[int, tuple[OpId, float]] = {}  # device -> (op, remaining work)
-    t = 0.0
-    total = sum(len(o) for o in order)
-    while len(end) < total:
-        # start every op whose device is free and whose inputs have arrived by t
-        waits: list[float] = []
-        for d in range(p):
-            if d in running or nxt[d] >= len(order[d]):
-                continue
-            op = order[d][nxt[d]]
-            ready = _ready(inst, op, end, extra)
-            if ready is None:
-                continue  # a predecessor has not ended yet
-            if ready <= t + _EPS:
-                running[d] = (op, inst.cost(op))
-                nxt[d] += 1
-            else:
-                waits.append(ready)
-        if not running and not waits:
-            raise ValueError("the schedule's order deadlocks: no op can start")
-        speed = speed_of(len(running)) if running else 1.0
-        step = min([rem / speed for _, rem in running.values()] + [w - t for w in waits])
-        t += step
-        ended = []
-        for d, (op, rem) in list(running.items()):
-            rem -= step * speed
-            if rem <= _EPS:
-                end[op] = t
-                ended.append(op)
-                del running[d]
-            else:
-                running[d] = (op, rem)
-        if handoff_of is not None:
-            for op in ended:
-                extra[op] = handoff_of(len(running))
-    return t
-
-
-def _ready(inst: Instance, op: OpId, end: dict[OpId, float], extra: dict[OpId, float]) -> float | None:
-    """When ``op``'s inputs are there (its predecessors' ends + lags, + the hand-off from another
-    device), or None if one has not ended."""
-    ready = 0.0
-    for pred, lag in inst.predecessors(op):
-        if pred not in end:
-            return None
-        cross = inst.device(pred) != inst.device(op)
-        ready = max(ready, end[pred] + lag + (extra.get(pred, 0.0) if cross else 0.0))
-    return ready
+    ends: dict[OpId, float] = {}
+    try:
+        simulate(inst, schedule.order(), sharing=Sharing(speed_of, handoff_of), ends=ends)
+    except DeadlockError as e:
+        raise ValueError(f"the schedule's order deadlocks: {e}") from None
+    return max(ends.values(), default=0.0)

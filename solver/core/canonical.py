@@ -72,7 +72,7 @@ def _normal(value: Any, counts: bool = False) -> Any:
     number; nested models as dicts."""
     if isinstance(value, BaseModel):
         return _walk(value, "")
-    if isinstance(value, bool) or isinstance(value, str) or value is None:
+    if isinstance(value, bool | str) or value is None:
         return value
     if isinstance(value, int | float):
         return int(value) if counts else _number(value)

@@ -1,14 +1,15 @@
 """Overlapped F&B pairs (``costs.overlap_fb``, DualPipe's overlapped forward-backward chunks).
 
-Why pairs are kept apart from the plain timing path: only problems that set ``costs.overlap_fb`` can
-have them, and the simulator's hot loop (:mod:`.simulate`) stays one op at a time for everything else.
+Why a module apart: only problems that set ``costs.overlap_fb`` have pairs; this one turns a paired
+order into a validated schedule (the simulator times it, :mod:`.pairs` holds the pair data).
 
 A pair is one F and one B on the same device (different microbatches or stages) that run as one op:
 both start together, once the device is free and *both* halves' inputs have arrived, and both end
 ``Instance.pair_cost(F, B)`` later. Memory applies both: F's (positive) delta is held from the start,
 B's released at the end. In a schedule a pair is two ordinary :class:`ScheduledOp` records with equal
 device, start and end (no new field on the wire): :func:`timed_pairs` finds them again, and in an order
-the pair's two ops stand next to each other, F first.
+the pair's two ops stand next to each other, F first; :func:`pipesched.solver.timing.simulate.simulate`
+times such an order with its ``pairs`` option.
 """
 
 from __future__ import annotations
@@ -26,57 +27,10 @@ from ..core.tolerance import slack, within_cap
 from .figures import ops_makespan, ops_objective
 from .finalize import TIME_DECIMALS, status_source
 from .pairs import Pairs, busy_time, duration, pair_map, timed_pairs
-from .simulate import DeadlockError
+from .simulate import simulate
 from .validate import validate
 
-__all__ = ["Pairs", "busy_time", "from_paired_order", "pair_map", "paired_schedule", "simulate_paired", "timed_pairs"]
-
-def simulate_paired(inst: Instance, order: Sequence[Sequence[OpId]], pairs: Pairs) -> dict[OpId, float]:
-    """Earliest start times of ``order`` with the pairs run as one op each (module docstring).
-
-    A pair's ops must be adjacent in their device's order; raises :class:`DeadlockError` when some
-    device waits forever."""
-    if inst.overlap is None and pairs:
-        raise ValueError("F&B pairs need costs.overlap_fb")
-    pos = [0] * inst.devices
-    free = [0.0] * inst.devices
-    start: dict[OpId, float] = {}
-    end: dict[OpId, float] = {}
-    progress = True
-    while progress:
-        progress = False
-        for d, ops in enumerate(order):
-            while pos[d] < len(ops):
-                op = ops[pos[d]]
-                partner = pairs.get(op)
-                group = [op] if partner is None else [op, partner]
-                if partner is not None and (pos[d] + 1 >= len(ops) or ops[pos[d] + 1] != partner):
-                    raise ValueError(f"device {d}: {op} and its pair {partner} must stand next to each other")
-                t = free[d]
-                ready = True
-                for x in group:
-                    for pred, lag in inst.predecessors(x):
-                        if pred not in end:
-                            ready = False
-                            break
-                        t = max(t, end[pred] + lag)
-                    if not ready:
-                        break
-                if not ready:
-                    break
-                length = duration(inst, op, pairs)
-                for x in group:
-                    if x in start:
-                        raise ValueError(f"{x} appears more than once in the order")
-                    start[x], end[x] = t, t + length
-                free[d] = t + length
-                pos[d] += len(group)
-                progress = True
-    stuck = [f"device {d} waits at {order[d][pos[d]]}" for d in range(inst.devices) if pos[d] < len(order[d])]
-    if stuck:
-        raise DeadlockError("order deadlocks: " + "; ".join(stuck))
-    return start
-
+__all__ = ["Pairs", "busy_time", "from_paired_order", "pair_map", "paired_schedule", "timed_pairs"]
 
 def from_paired_order(problem: Problem, method: str, order: Sequence[Sequence[OpId]], pairs: Pairs, *,
                       inst: Instance | None = None, status: Status = "feasible", solve_time_s: float = 0.0) -> Schedule:
@@ -90,7 +44,7 @@ def from_paired_order(problem: Problem, method: str, order: Sequence[Sequence[Op
             raise NotApplicableError(
                 f"{method} needs {peak:g} activation memory on device {d}, above memory.limit {cap:g}; "
                 "methods that respect the limit: greedy, auto")
-    start = simulate_paired(inst, order, pairs)
+    start = simulate(inst, order, pairs=pairs)
     return paired_schedule(problem, inst, method, order, pairs, start, status=status,
                            solve_time_s=solve_time_s or time.perf_counter() - t0)
 

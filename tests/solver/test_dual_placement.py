@@ -189,7 +189,7 @@ def dual_problems(draw: st.DrawFn) -> Problem:
 @settings(max_examples=40, deadline=None)
 @given(dual_problems())
 def test_every_cheap_method_is_valid_on_dual_and_the_simulator_agrees_with_the_validator(problem: Problem) -> None:
-    from pipesched.solver.timing.overlap import simulate_paired, timed_pairs
+    from pipesched.solver.timing.overlap import timed_pairs
     from pipesched.solver.timing.simulate import simulate
 
     inst = Instance.from_problem(problem)
@@ -202,7 +202,7 @@ def test_every_cheap_method_is_valid_on_dual_and_the_simulator_agrees_with_the_v
             continue
         assert validate(schedule) == [], name
         pairs = timed_pairs(schedule.ops, inst)
-        times = simulate_paired(inst, schedule.order(), pairs) if pairs else simulate(inst, schedule.order())
+        times = simulate(inst, schedule.order(), pairs=pairs)
         assert all(times[o.id] <= o.start + 1e-9 for o in schedule.ops), name  # ASAP never later than the schedule
 
 

@@ -15,8 +15,8 @@ from pipesched.solver.budget import PAIRED_MAX_OPS
 from pipesched.solver.core.instance import OpId
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.exact.cpsat.overlap import candidate_pairs, paired_scaling
-from pipesched.solver.timing.overlap import pair_map, simulate_paired, timed_pairs
-from pipesched.solver.timing.simulate import DeadlockError
+from pipesched.solver.timing.overlap import pair_map, timed_pairs
+from pipesched.solver.timing.simulate import DeadlockError, simulate
 
 COSTS = {"forward": 1.0, "backward_input": 1.5, "backward_weight": 0.5, "comm": 0.05}
 
@@ -94,7 +94,7 @@ def brute_force(problem: Problem) -> tuple[float, float]:
         chosen = [pr for _, prs in combo for pr in prs]
         pairs = pair_map(chosen)
         try:
-            value = _makespan(inst, simulate_paired(inst, order, pairs), pairs)
+            value = _makespan(inst, simulate(inst, order, pairs=pairs), pairs)
         except DeadlockError:
             continue
         best = min(best, value)

@@ -36,9 +36,9 @@ from ...core.schedule import Schedule
 from ...core.tolerance import slack, within_cap
 from ...heuristics.catalog import SKIPPED, heuristic_schedules
 from ...timing.finalize import TIME_DECIMALS, infeasible, no_schedule
-from ...timing.overlap import from_paired_order, paired_schedule, simulate_paired
+from ...timing.overlap import from_paired_order, paired_schedule
 from ...timing.pairs import Pairs, pair_map, timed_pairs
-from ...timing.simulate import DeadlockError
+from ...timing.simulate import DeadlockError, simulate
 from .overlap import PairedModel, build_paired, candidate_pairs, paired_scaling, paired_solution
 from .run import horizon_value, model_lower, solver_parameters, stopped_by_wall
 
@@ -136,7 +136,7 @@ def solve_paired(problem: Problem, options: SolveOptions) -> Schedule:
     pairs = pair_map(chosen)
     timings = []
     with contextlib.suppress(DeadlockError):  # a model order that deadlocks keeps only the model's times
-        timings.append(simulate_paired(inst, order, pairs))
+        timings.append(simulate(inst, order, pairs=pairs))
     if sc.time_exact:
         timings.append({op: x / sc.time for op, x in model_start.items()})
     if not all(within_cap(pk, cap) for pk, cap in zip(peak_memory(inst, order), inst.limit, strict=True)):
