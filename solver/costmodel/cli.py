@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"pipesched: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return EXIT_USAGE
-    outputs = [(args.output, model.model_dump_json(indent=2) + "\n")]
+    outputs = [(args.output, model.model_dump_json(indent=2, exclude_none=True) + "\n")]
     if cluster is not None:
         outputs.append((args.cluster_output, cluster.model_dump_json(indent=2) + "\n"))
     for path, text in outputs:

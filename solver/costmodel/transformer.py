@@ -205,20 +205,21 @@ def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkS
     token_ids = 8.0 * n  # int64 ids kept for the embedding's weight gradient
     embed = Layer(name="embed", forward=gather, backward_input=0.0, backward_weight=gather,
                   memory=_deltas(token_ids, token_ids), static=embedding_params(c) / t * per_param / GIB,
-                  output=sent)
+                  output=sent, parameters=round(embedding_params(c)))
 
     f, b, w = (device.matmul_ms(x / t) for x in block_flops(c))
     held_f, held_w = block_activations(c)
     block_input = e * n * c.hidden / t
     block = Layer(name="block", repeat=c.layers, forward=f, backward_input=b, backward_weight=w,
                   memory=_deltas(held_f, held_w), static=block_params(c) / t * per_param / GIB, output=sent,
-                  recompute=Recompute(memory=_deltas(block_input, held_w)))
+                  recompute=Recompute(memory=_deltas(block_input, held_w)), parameters=round(block_params(c)))
 
     mm = device.matmul_ms(head_flops(c) / t)
     softmax = device.memory_ms((e + 4) * n * c.vocab / t)  # logits in, fp32 probabilities out (and back in B)
     head_f, head_w = head_activations(c)
     head = Layer(name="head", forward=mm + softmax, backward_input=mm + softmax, backward_weight=mm,
-                 memory=_deltas(head_f, head_w), static=head_params(c) / t * per_param / GIB, output=0.0)
+                 memory=_deltas(head_f, head_w), static=head_params(c) / t * per_param / GIB, output=0.0,
+                 parameters=round(head_params(c)))
     return Model(layers=[embed, block, head])
 
 

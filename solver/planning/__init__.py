@@ -6,9 +6,19 @@ bound over all splits, :mod:`.exports` the Megatron-LM and torchtitan forms of a
 """
 
 from .induce import InfeasibleSplit, Split, induce
-from .model import Cluster, ExpandedLayer, Layer, LayerMemory, Link, Model, Recompute, Units
+from .model import (
+           Cluster,
+           ExpandedLayer,
+           Layer,
+           LayerComm,
+           LayerMemory,
+           Link,
+           Model,
+           Recompute,
+           Units,
+)
 from .plan import Baseline, Exports, Plan, PlanStage
 from .planner import plan
 
-__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerMemory", "Link",
+__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory", "Link",
            "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]

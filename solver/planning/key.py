@@ -19,6 +19,9 @@ from .model import Cluster, Model
 
 #: Bump when the canonical form changes: old cache entries then simply stop matching.
 KEY_VERSION = "pipesched-plan-v1"
+#: Layer fields added after v1: left out of the canonical form while unset, so the keys of models
+#: that do not use them are the ones v1 gave.
+_LATER_LAYER_FIELDS = ("parameters", "comm")
 
 
 def _fold_zero(value: Any) -> Any:
@@ -42,7 +45,10 @@ def canonical_request(model: Model, cluster: Cluster, module_names: str | None =
         c["memory_per_device"] = float(mem[0]) if all(x == mem[0] for x in mem) else [float(x) for x in mem]
     elif mem is not None:
         c["memory_per_device"] = float(mem)
-    return _fold_zero({"cluster": c, "model": model.model_dump(mode="json"), "module_names": module_names})
+    m = model.model_dump(mode="json")
+    m["layers"] = [{k: v for k, v in layer.items() if not (k in _LATER_LAYER_FIELDS and v is None)}
+                   for layer in m["layers"]]
+    return _fold_zero({"cluster": c, "model": m, "module_names": module_names})
 
 
 def plan_key(model: Model, cluster: Cluster, module_names: str | None = None) -> str:

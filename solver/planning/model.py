@@ -56,6 +56,18 @@ class Recompute(BaseModel):
     memory: LayerMemory
 
 
+class LayerComm(BaseModel):
+    """The part of a layer's F and B time that is collective communication inside the layer (an
+    expert-parallel all-to-all), already included in ``forward`` / ``backward_input``. Another
+    microbatch's compute can hide it when an F and a B run as one overlapped op (DualPipe), so the
+    induced Problem gets ``costs.overlap_fb`` from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    forward: float = Field(0.0, ge=0.0, le=MAX_MAGNITUDE)
+    backward_input: float = Field(0.0, ge=0.0, le=MAX_MAGNITUDE)
+
+
 class Layer(BaseModel):
     """One layer (or ``repeat`` identical ones) in model order; times are per microbatch."""
 
@@ -70,6 +82,11 @@ class Layer(BaseModel):
     static: float = Field(0.0, description="Memory held whatever the schedule: weights, grads, optimizer state.")
     output: float = Field(0.0, description="Size of the activation sent to the next layer (and of its gradient).")
     recompute: Recompute | None = None
+    parameters: int | None = Field(None, ge=0, le=10**15, description=(
+        "Parameter count of one such layer in the full, unsharded model (a figure to check against your "
+        "own count; planning does not read it)."))
+    comm: LayerComm | None = Field(None, description=(
+        "Collective time inside forward / backward_input that an overlapped F&B pair can hide."))
 
 
 class Units(BaseModel):
@@ -96,6 +113,10 @@ class Model(BaseModel):
                 e = _check_number(f"{where}.{field}", getattr(layer, field), non_negative=True)
                 if e:
                     errors.append(e)
+            if layer.comm is not None:
+                errors += [f"{where}.comm.{f}: {x:g} exceeds the layer's {f} {getattr(layer, f):g}"
+                           for f, x in (("forward", layer.comm.forward), ("backward_input", layer.comm.backward_input))
+                           if x > getattr(layer, f) * (1 + 1e-12)]
             errors += layer.memory.errors(f"{where}.memory")
             if layer.recompute is not None:
                 errors += layer.recompute.memory.errors(f"{where}.recompute.memory")
@@ -131,6 +152,7 @@ class ExpandedLayer:
     static: float
     output: float
     recompute: tuple[float, float, float] | None  # (forward, backward_input, backward_weight) deltas
+    comm: tuple[float, float] | None = None  # hideable collective time inside (forward, backward_input)
 
     @classmethod
     def of(cls, index: int, name: str, layer: Layer) -> ExpandedLayer:
@@ -138,7 +160,8 @@ class ExpandedLayer:
         return cls(index, name, layer.name, layer.forward, layer.backward_input, layer.backward_weight,
                    layer.memory.forward, layer.memory.backward_input, layer.memory.backward_weight,
                    layer.static, layer.output,
-                   (rc.forward, rc.backward_input, rc.backward_weight) if rc is not None else None)
+                   (rc.forward, rc.backward_input, rc.backward_weight) if rc is not None else None,
+                   (layer.comm.forward, layer.comm.backward_input) if layer.comm is not None else None)
 
 
 class Link(BaseModel):

@@ -1,0 +1,56 @@
+"""The Layer fields the cost models fill (``parameters``, ``comm``): checked, and invisible to the
+plan cache key while unset, so every key made before they existed still matches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from pipesched.solver.costmodel import DEVICES, TransformerConfig, transformer_model
+from pipesched.solver.planning import Cluster, Layer, LayerComm, Model
+from pipesched.solver.planning.key import canonical_request, plan_key
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: plan_key of the 8B example (its layers stripped of ``parameters``) on the cluster below, as the
+#: code computed it before Layer had ``parameters`` and ``comm`` (main at a9c80e6).
+KEY_BEFORE_THE_FIELDS = "93b163fe08f557b9b04305d864d1117df4d21d3af130f37e399a18f6734bc586"
+
+
+def _example_without_parameters() -> Model:
+    model = Model.model_validate_json((ROOT / "examples" / "model_llama3_8b.json").read_text())
+    return model.model_copy(update={"layers": [x.model_copy(update={"parameters": None}) for x in model.layers]})
+
+
+def test_unset_fields_leave_the_plan_key_as_it_was() -> None:
+    model = _example_without_parameters()
+    cluster = Cluster(devices=8, microbatches=32, memory_per_device=80.0)
+    assert plan_key(model, cluster) == KEY_BEFORE_THE_FIELDS
+    assert all("parameters" not in x and "comm" not in x for x in canonical_request(model, cluster)["model"]["layers"])
+
+
+def test_set_fields_move_the_key() -> None:
+    model = _example_without_parameters()
+    cluster = Cluster(devices=8, microbatches=32)
+    base = plan_key(model, cluster)
+    counted = model.model_copy(update={"layers": [model.layers[0].model_copy(update={"parameters": 7}),
+                                                  *model.layers[1:]]})
+    comm = model.model_copy(update={"layers": [model.layers[0], model.layers[1].model_copy(
+        update={"comm": LayerComm(forward=1.0)}), model.layers[2]]})
+    assert len({base, plan_key(counted, cluster), plan_key(comm, cluster)}) == 3
+
+
+def test_comm_must_fit_inside_the_time_it_is_part_of() -> None:
+    with pytest.raises(ValidationError, match=r"layers\[0\] \(moe\)\.comm\.backward_input: 3 exceeds"):
+        Model(layers=[Layer(name="moe", forward=2.0, backward_input=2.0, comm=LayerComm(forward=1.0, backward_input=3.0))])
+    with pytest.raises(ValidationError, match="parameters"):
+        Layer(name="x", parameters=-1)
+
+
+def test_model_transformer_counts_each_layer() -> None:
+    """Llama 3 8B: 8,030,261,248 parameters (the published count), as embed + 32 blocks + head."""
+    model = transformer_model(TransformerConfig(hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336,
+                                                vocab=128256, seq=8192, microbatch_size=1), DEVICES["h100"])
+    assert sum(x.parameters * x.repeat for x in model.layers) == 8_030_261_248
