@@ -7,18 +7,18 @@ bound over all splits, :mod:`.exports` the Megatron-LM and torchtitan forms of a
 
 from .induce import InfeasibleSplit, Split, induce
 from .model import (
-           Cluster,
-           ExpandedLayer,
-           Layer,
-           LayerComm,
-           LayerMemory,
-           Link,
-           Model,
-           Recompute,
-           Units,
+    Cluster,
+    ExpandedLayer,
+    Layer,
+    LayerComm,
+    LayerMemory,
+    Link,
+    Model,
+    Recompute,
+    Units,
 )
 from .plan import Baseline, Exports, Plan, PlanStage
 from .planner import plan
 
-__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory", "Link",
-           "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]
+__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory",
+           "Link", "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]
