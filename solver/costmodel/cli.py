@@ -8,33 +8,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from pipesched.solver.planning import Model
+
 from .hardware import DEVICES, LINKS, DeviceSpec, LinkSpec
+from .hf_config import FAMILIES, load_config
+from .hf_model import hf_model, run_config
 from .transformer import TransformerConfig, default_cluster, transformer_model
 
 EXIT_USAGE = 2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``model`` (with its ``transformer`` sub-command) to a ``pipesched`` sub-parser set."""
-    model = subparsers.add_parser("model", help="write a Model (layer costs, ms / GiB) from an analytic cost model",
-                                  description="Write the planning Model of a network from a cost model.")
-    kinds = model.add_subparsers(dest="model_kind", required=True, metavar="KIND")
-    p = kinds.add_parser(
-        "transformer", help="a decoder-only transformer (embedding, L blocks, final norm + LM head + loss)",
-        description="Analytic costs of a decoder-only transformer: standard FLOP counts, Korthikanti et al. "
-        "activation memory, ZeRO static memory (docs/costs.md lists every formula and source).")
-    shape = p.add_argument_group("shape")
-    for flag, what in (("--hidden", "hidden size h"), ("--layers", "transformer blocks L"),
-                       ("--heads", "attention heads A"), ("--ffn", "MLP inner width F"), ("--vocab", "vocabulary V"),
-                       ("--seq", "sequence length s"), ("--microbatch-size", "sequences per microbatch b")):
-        shape.add_argument(flag, type=int, required=True, help=what)
-    shape.add_argument("--kv-heads", type=int, help="key/value heads K (grouped-query attention; default: A)")
-    shape.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, default=True,
-                       help="SwiGLU-style MLP with three matrices (default: on)")
+def _run_options(p: argparse.ArgumentParser) -> None:
     run_ = p.add_argument_group("how it runs")
     run_.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks per stage (with sequence parallelism)")
     run_.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
@@ -43,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     run_.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     run_.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0, help="ZeRO stage over --dp ranks")
     run_.add_argument("--dp", type=int, default=1, help="data-parallel ranks (shards optimizer state with --zero)")
+
+
+def _hardware_and_output(p: argparse.ArgumentParser) -> None:
     hw = p.add_argument_group("hardware")
     hw.add_argument("--device", choices=[*DEVICES, "custom"], required=True)
     hw.add_argument("--peak-tflops", type=float, help="dense 16-bit peak (needed with --device custom)")
@@ -58,8 +50,51 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     out.add_argument("--cluster-output", metavar="CLUSTER.json", help="also write a default Cluster (needs --devices)")
     out.add_argument("--devices", type=int, help="pipeline devices for --cluster-output")
     out.add_argument("--microbatches", type=int, help="microbatches for --cluster-output (default 4 × devices)")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``model`` (with its ``transformer`` and ``hf`` sub-commands) to a ``pipesched`` sub-parser set."""
+    model = subparsers.add_parser("model", help="write a Model (layer costs, ms / GiB) from an analytic cost model",
+                                  description="Write the planning Model of a network from a cost model.")
+    kinds = model.add_subparsers(dest="model_kind", required=True, metavar="KIND")
+    p = kinds.add_parser(
+        "transformer", help="a decoder-only transformer (embedding, L blocks, final norm + LM head + loss)",
+        description="Analytic costs of a decoder-only transformer: standard FLOP counts, Korthikanti et al. "
+        "activation memory, ZeRO static memory (docs/costs.md lists every formula and source).")
+    shape = p.add_argument_group("shape")
+    for flag, what in (("--hidden", "hidden size h"), ("--layers", "transformer blocks L"),
+                       ("--heads", "attention heads A"), ("--ffn", "MLP inner width F"), ("--vocab", "vocabulary V"),
+                       ("--seq", "sequence length s"), ("--microbatch-size", "sequences per microbatch b")):
+        shape.add_argument(flag, type=int, required=True, help=what)
+    shape.add_argument("--kv-heads", type=int, help="key/value heads K (grouped-query attention; default: A)")
+    shape.add_argument("--gated-mlp", action=argparse.BooleanOptionalAction, default=True,
+                       help="SwiGLU-style MLP with three matrices (default: on)")
+    _run_options(p)
+    _hardware_and_output(p)
     p.set_defaults(handler=run)
+    _add_hf_parser(kinds)
     return p
+
+
+def _add_hf_parser(kinds: argparse._SubParsersAction) -> None:
+    families = "\n".join(f"  {k:<12} {what}" for k, (what, _) in FAMILIES.items())
+    p = kinds.add_parser(
+        "hf", help="a model from its Hugging Face config.json (dense or mixture-of-experts)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Analytic costs of the model a Hugging Face config.json describes, read as the Hub has it\n"
+        "(no download). MoE blocks cost their active parameters plus the expert-parallel all-to-all;\n"
+        "every layer carries its parameter count (docs/costs.md lists every formula).",
+        epilog=f"supported model_type values:\n{families}")
+    p.add_argument("config", metavar="CONFIG.json", help="the model's config.json")
+    shape = p.add_argument_group("shape of a microbatch")
+    shape.add_argument("--seq", type=int, required=True, help="sequence length s")
+    shape.add_argument("--microbatch-size", type=int, required=True, help="sequences per microbatch b")
+    _run_options(p)
+    p.add_argument_group("experts").add_argument(
+        "--ep", type=int, default=1, help="expert-parallel ranks per stage (taken from --dp; its all-to-all runs "
+        "over NVLink within an 8-GPU node, InfiniBand when the group spans nodes)")
+    _hardware_and_output(p)
+    p.set_defaults(handler=run_hf)
 
 
 #: The ``pipesched`` dispatcher calls ``register`` on every command module.
@@ -100,10 +135,29 @@ def _config(args: argparse.Namespace) -> TransformerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the Model (and Cluster), write them; 0 on success, 2 with one error line on bad input."""
-    try:
+    """``model transformer``: build the Model (and Cluster), write them; 0, or 2 with one error line."""
+    def build() -> tuple[Model, TransformerConfig, DeviceSpec, LinkSpec | None]:
         config, device, link = _config(args), _device(args), _link(args)
-        model = transformer_model(config, device, link)
+        return transformer_model(config, device, link), config, device, link
+    return _write(args, build)
+
+
+def run_hf(args: argparse.Namespace) -> int:
+    """``model hf``: read CONFIG.json, build the Model (and Cluster), write them."""
+    def build() -> tuple[Model, TransformerConfig, DeviceSpec, LinkSpec | None]:
+        arch = load_config(args.config)
+        config = run_config(arch, seq=args.seq, microbatch_size=args.microbatch_size, tp=args.tp, dp=args.dp,
+                            zero=args.zero, dtype=args.dtype, optimizer=args.optimizer,
+                            flash_attention=args.flash_attention)
+        device = _device(args)
+        return hf_model(arch, config, device, args.ep), config, device, _link(args)
+    return _write(args, build)
+
+
+def _write(args: argparse.Namespace, build: Callable[[], tuple[Model, TransformerConfig, DeviceSpec,
+                                                              LinkSpec | None]]) -> int:
+    try:
+        model, config, device, link = build()
         cluster = None
         if args.cluster_output:
             if args.devices is None:
@@ -128,10 +182,20 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"pipesched: error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
             return EXIT_USAGE
-    block = model.layers[1]
-    print(f"wrote {args.output}: embed + {block.repeat} x block + head on {device.name} "
-          f"(block F/B/W {block.forward:.3g}/{block.backward_input:.3g}/{block.backward_weight:.3g} ms, "
-          f"static {block.static:.3g} GiB, activations {block.memory.forward:.3g} GiB per microbatch)"
-          + (f"; {args.cluster_output}: {cluster.devices} devices" if cluster is not None else ""),
-          file=sys.stderr)
+    print(f"wrote {args.output}: {_summary(model)} on {device.name}"
+          + (f"; {args.cluster_output}: {cluster.devices} devices" if cluster is not None else ""), file=sys.stderr)
     return 0
+
+
+def _summary(model: Model) -> str:
+    """``embed + 32 x block + head (block F/B/W ..., static ..., activations ...)``: each heaviest kind once."""
+    parts = " + ".join(x.name if x.repeat == 1 else f"{x.repeat} x {x.name}" for x in model.layers)
+    blocks = {}
+    for x in model.layers:
+        if x.name.startswith("block"):
+            blocks.setdefault(x.name, x)
+    details = "; ".join(f"{x.name} F/B/W {x.forward:.3g}/{x.backward_input:.3g}/{x.backward_weight:.3g} ms, "
+                        f"static {x.static:.3g} GiB, activations {x.memory.forward:.3g} GiB per microbatch"
+                        for x in blocks.values())
+    total = sum((x.parameters or 0) * x.repeat for x in model.layers)
+    return f"{parts} ({details}; {total / 1e9:.3g}B parameters)"

@@ -189,6 +189,29 @@ def _deltas(after_f: float, after_b: float) -> LayerMemory:
                        backward_weight=-after_b / GIB)
 
 
+def embed_layer(c: TransformerConfig, device: DeviceSpec) -> Layer:
+    """The token embedding: a gather read and written at the memory bandwidth (again for its weight
+    gradient), the int64 token ids kept until W."""
+    e, n, t = c.element_bytes, c.tokens, c.tp
+    gather = device.memory_ms(2 * e * n * c.hidden / t)  # read the table rows, write the output
+    token_ids = 8.0 * n  # int64 ids kept for the embedding's weight gradient
+    return Layer(name="embed", forward=gather, backward_input=0.0, backward_weight=gather,
+                 memory=_deltas(token_ids, token_ids), static=embedding_params(c) / t * static_bytes_per_param(c) / GIB,
+                 output=e * n * c.hidden / t / GIB, parameters=round(embedding_params(c)))
+
+
+def head_layer(c: TransformerConfig, device: DeviceSpec) -> Layer:
+    """Final norm, LM head and loss: the head's matmul in F, B and W, the loss's softmax at the
+    memory bandwidth in F and B."""
+    t = c.tp
+    mm = device.matmul_ms(head_flops(c) / t)
+    softmax = device.memory_ms((c.element_bytes + 4) * c.tokens * c.vocab / t)  # logits in, fp32 out (and back in B)
+    head_f, head_w = head_activations(c)
+    return Layer(name="head", forward=mm + softmax, backward_input=mm + softmax, backward_weight=mm,
+                 memory=_deltas(head_f, head_w), static=head_params(c) / t * static_bytes_per_param(c) / GIB,
+                 output=0.0, parameters=round(head_params(c)))
+
+
 def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkSpec | None = None) -> Model:
     """The :class:`Model` (ms, GiB, per microbatch, per tensor-parallel rank) of ``config`` on ``device``.
 
@@ -199,28 +222,13 @@ def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkS
     c, t = config, config.tp
     e, n = c.element_bytes, c.tokens
     sent = e * n * c.hidden / t / GIB  # the s·b·h activation between layers (sharded by sequence parallelism)
-    per_param = static_bytes_per_param(c)
-
-    gather = device.memory_ms(2 * e * n * c.hidden / t)  # read the table rows, write the output
-    token_ids = 8.0 * n  # int64 ids kept for the embedding's weight gradient
-    embed = Layer(name="embed", forward=gather, backward_input=0.0, backward_weight=gather,
-                  memory=_deltas(token_ids, token_ids), static=embedding_params(c) / t * per_param / GIB,
-                  output=sent, parameters=round(embedding_params(c)))
-
     f, b, w = (device.matmul_ms(x / t) for x in block_flops(c))
     held_f, held_w = block_activations(c)
-    block_input = e * n * c.hidden / t
     block = Layer(name="block", repeat=c.layers, forward=f, backward_input=b, backward_weight=w,
-                  memory=_deltas(held_f, held_w), static=block_params(c) / t * per_param / GIB, output=sent,
-                  recompute=Recompute(memory=_deltas(block_input, held_w)), parameters=round(block_params(c)))
-
-    mm = device.matmul_ms(head_flops(c) / t)
-    softmax = device.memory_ms((e + 4) * n * c.vocab / t)  # logits in, fp32 probabilities out (and back in B)
-    head_f, head_w = head_activations(c)
-    head = Layer(name="head", forward=mm + softmax, backward_input=mm + softmax, backward_weight=mm,
-                 memory=_deltas(head_f, head_w), static=head_params(c) / t * per_param / GIB, output=0.0,
-                 parameters=round(head_params(c)))
-    return Model(layers=[embed, block, head])
+                  memory=_deltas(held_f, held_w), static=block_params(c) / t * static_bytes_per_param(c) / GIB,
+                  output=sent, recompute=Recompute(memory=_deltas(sent * GIB, held_w)),
+                  parameters=round(block_params(c)))
+    return Model(layers=[embed_layer(c, device), block, head_layer(c, device)])
 
 
 def default_cluster(config: TransformerConfig, device: DeviceSpec, link: LinkSpec | None = None, *,
