@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipesched.solver import Instance, Problem
 
@@ -219,8 +219,26 @@ def _paired_devices(table: LayerTable, cluster: Cluster, m: int, alpha: list[Cal
     return _least_paired(feasible, lo, hi * (1 + 1e-9) + 1e-9) if hi > lo else lo
 
 
+def pair_free(layers: list[ExpandedLayer]) -> list[ExpandedLayer]:
+    """Layers whose F and B are scaled by the least ``costs.overlap_fb`` any stage of theirs can get,
+    when some carry ``comm`` (:func:`.induce.overlap_factor`: at least the compute share of F + B, which
+    is at least the least compute share of any layer's F or B, and at least 1/2): an overlapped pair
+    lasts at least that share of its F + B, so every bound over these layers holds for every split
+    with pairs (as :meth:`Instance.without_overlap` does for one problem). Unchanged without comm."""
+    if all(x.comm is None for x in layers):
+        return layers
+    share = 1.0
+    for x in layers:
+        if x.comm is not None:
+            share = min(share, *((t - c) / t for t, c in zip((x.forward, x.backward_input), x.comm, strict=True) if t > 0))
+    k = max(0.5, share)
+    return [replace(x, forward=x.forward * k, backward_input=x.backward_input * k) for x in layers]
+
+
 def plan_lower_bound(layers: list[ExpandedLayer], cluster: Cluster, m: int) -> PlanBound:
-    """The bound of the module docstring for ``m`` microbatches."""
+    """The bound of the module docstring for ``m`` microbatches (with overlapped pairs: on
+    :func:`pair_free` layers)."""
+    layers = pair_free(layers)
     table = LayerTable(layers)
     S, p, n = cluster.num_stages, cluster.devices, len(layers)
     total = table.work(0, n)
@@ -277,7 +295,7 @@ def split_bound(problem: Problem) -> float:
     boundary's own lag, and each device's earliest stage head plus all its
     work (with two stages per device the stage windows miss the pairing), or for ``stage_span`` the
     busiest device's work."""
-    inst = Instance.from_problem(problem)
+    inst = Instance.from_problem(problem).without_overlap()  # with F&B pairs: its pair-free relaxation
     S, m = inst.num_stages, inst.microbatches
     if problem.objective == "stage_span":
         return max(inst.device_work())

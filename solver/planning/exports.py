@@ -9,7 +9,9 @@
   (default ``tok_embeddings`` / ``layers.{i}`` / ``norm`` + ``output``; ``{i}`` counts blocks from 0).
 
 Which layers are input, block and output follows :func:`~.split.core`: the span of the most repeated
-layer kind is the blocks, what precedes it the input module, what follows it the output module.
+family of layer kinds is the blocks, what precedes it the input module, what follows it the output
+module, except a multi-token-prediction layer there (a kind of family ``mtp``, as ``pipesched model hf``
+writes DeepSeek-V3's): Megatron's ``m``, and in torchtitan (which has no MTP module) the name ``mtp``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from .model import ExpandedLayer
-from .split import core
+from .split import core, family
 
-INPUT, BLOCK, OUTPUT = "E", "t", "L"
+INPUT, BLOCK, OUTPUT, MTP = "E", "t", "L", "m"
 
 
 class ModuleNames(BaseModel):
@@ -36,7 +38,7 @@ class ModuleNames(BaseModel):
 
 def _roles(layers: list[ExpandedLayer]) -> str:
     lo, hi = core(layers)
-    return INPUT * lo + BLOCK * (hi - lo) + OUTPUT * (len(layers) - hi)
+    return INPUT * lo + BLOCK * (hi - lo) + "".join(MTP if family(x.kind) == "mtp" else OUTPUT for x in layers[hi:])
 
 
 def _compress(stage: str) -> str:
@@ -92,7 +94,7 @@ def torchtitan_fqns(layers: list[ExpandedLayer], bounds: tuple[int, ...] | list[
     for s in range(len(bounds) - 1):
         fqns: list[str] = []
         for k in range(bounds[s], bounds[s + 1]):
-            new = {INPUT: names.input, OUTPUT: names.output}.get(roles[k]) \
+            new = {INPUT: names.input, OUTPUT: names.output, MTP: ["mtp"]}.get(roles[k]) \
                 or [names.block.format(i=k - first_block)]
             fqns += [x for x in new if x not in fqns]
         out.append(fqns)

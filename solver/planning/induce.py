@@ -6,6 +6,8 @@ loop, the V fold for ``v``), with a recompute flag per stage.
 
 - ``costs.comm`` has one entry per stage boundary: ``link.time(output of stage k's last layer)`` between
   stages ``k`` and ``k + 1`` on different devices, 0 where they share one (the V turn).
+- ``costs.overlap_fb`` is set when a layer carries ``comm`` (collectives an overlapped F&B pair can
+  hide, :func:`overlap_factor`); otherwise it is absent and the Problem is what it always was.
 - ``memory.backward_input_transient`` is, per recomputed stage, its layers' full ``memory.forward``: live
   again while that stage's B re-runs its forward. The validator and the reported peaks see it exactly;
   methods schedule under limits that keep each device's largest transient back
@@ -168,6 +170,17 @@ def problem_units(units: ModelUnits | None) -> Units | None:
     return Units(**kept) if kept else None
 
 
+def overlap_factor(st: StageSums) -> float:
+    """``costs.overlap_fb`` of a stage whose F + B holds ``comm`` of collectives (an expert-parallel
+    all-to-all): run as one pair with another microbatch's op, each one's collectives hide under the
+    other's compute, so the pair lasts ``max(compute, comm)`` of ``F + B`` (DualPipe's premise, DeepSeek-V3
+    §3.2.1), rounded up to four decimals."""
+    total = st.forward + st.backward_input
+    if not st.comm or total <= 0:
+        return 1.0
+    return min(1.0, math.ceil(max(total - st.comm, st.comm) / total * 1e4) / 1e4)
+
+
 def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbatches: int,
            units: ModelUnits | None = None) -> Problem:
     """The :class:`Problem` of running ``split`` on ``cluster`` with ``microbatches`` microbatches,
@@ -183,11 +196,13 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
     transient = [x.transient for x in sums]
     limits = device_limits(layers, cluster, split, sums)
     limit = None if cluster.memory_per_device is None else [float(x) for x in limits if x is not None]
+    overlap = [overlap_factor(x) for x in sums] if any(x.comm is not None for x in sums) else None
     return Problem(
         devices=cluster.devices, microbatches=microbatches, stages_per_device=cluster.stages_per_device,
         placement=cluster.placement, split_backward=cluster.split_backward, objective=cluster.objective,
         costs=Costs(forward=[x.forward for x in sums], backward_input=[x.backward_input for x in sums],
-                    backward_weight=[x.backward_weight for x in sums], comm=comm if comm else 0.0),
+                    backward_weight=[x.backward_weight for x in sums], comm=comm if comm else 0.0,
+                    overlap_fb=overlap),
         memory=Memory(forward=[x.d_forward for x in sums], backward_input=[x.d_backward_input for x in sums],
                       backward_weight=[x.d_backward_weight for x in sums], limit=limit,
                       backward_input_transient=transient if any(transient) else 0.0),

@@ -27,6 +27,7 @@ the distinct stage times above ``C*`` until ``(m·v − 1)(C − C*)`` exceeds t
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -220,11 +221,18 @@ def adapipe(ctx: SplitContext) -> Split | None:
     return best_split
 
 
+def family(kind: str) -> str:
+    """A layer kind's family: its name up to the first ``.`` or ``#`` (``block.moe`` and
+    ``block.dense`` are both blocks; the profiler names a second kind of one module type ``block#2``)."""
+    return re.split(r"[.#]", kind, maxsplit=1)[0]
+
+
 def core(layers: list[ExpandedLayer]) -> tuple[int, int]:
-    """``[first, last)`` of the transformer blocks: the span of the most repeated layer kind (ties: the
-    earliest); what comes before is the input module, after it the output module."""
-    kind = Counter(x.kind for x in layers).most_common(1)[0][0]
-    idx = [x.index for x in layers if x.kind == kind]
+    """``[first, last)`` of the transformer blocks: the span of the most repeated family of layer kinds
+    (ties: the earliest), so dense and MoE blocks are blocks alike; what comes before is the input
+    module, after it the output module (with a multi-token-prediction layer)."""
+    kind = Counter(family(x.kind) for x in layers).most_common(1)[0][0]
+    idx = [x.index for x in layers if family(x.kind) == kind]
     return idx[0], idx[-1] + 1
 
 

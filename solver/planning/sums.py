@@ -40,6 +40,7 @@ class StageSums:
     static: float
     transient: float  # extra memory live while this stage's B runs (recomputed activations)
     output: float  # size sent to the next stage: the last layer's output
+    comm: float | None = None  # collective time inside F + B an overlapped pair can hide (None: no layer says)
 
     @property
     def work(self) -> float:
@@ -80,7 +81,11 @@ def stage_sums(layers: list[ExpandedLayer], start: int, end: int, recompute: boo
     dw = -(df + db)  # exactly zero-sum in the order Problem checks it
     static = tidy(math.fsum(x.static for x in part))
     transient = tidy(math.fsum(x.mem_forward for x, r in zip(part, rc, strict=True) if r))
-    return StageSums(f, b, w, df, db, dw, static, transient, part[-1].output if part else 0.0)
+    comm = None
+    if any(x.comm is not None for x in part):  # a recomputed layer's B re-runs its F's collectives too
+        comm = tidy(math.fsum(x.comm[0] * (2 if r else 1) + x.comm[1]
+                              for x, r in zip(part, rc, strict=True) if x.comm is not None))
+    return StageSums(f, b, w, df, db, dw, static, transient, part[-1].output if part else 0.0, comm)
 
 
 class LayerTable:
