@@ -8,6 +8,14 @@ microbatch; ms, GiB). Memory per device is the H100's 80 GiB, or for the ``tight
 uniform split's fullest device would need without recomputation (the 1F1B in-flight estimate of
 ``pipesched.solver.planning.split``), so something must be recomputed.
 
+Two mixture-of-experts models come from their published Hugging Face configs (``examples/hf``, read by
+``pipesched model hf``): DeepSeek-V3 on 16 pipeline devices as its technical report trained it (no tensor
+parallelism, 64-way expert parallelism spanning 8 nodes, ZeRO-1 over 128 data-parallel ranks; H800s,
+here the H100 preset of the same compute; 4k sequences), once with loop placement and once with V
+placement (where DualPipe-V pairs F and B and the all-to-all's ``costs.overlap_fb`` counts), and
+Qwen3-30B-A3B on 8 (8-way expert parallelism inside one node, ZeRO-1 over 8 ranks: an assumed setup).
+Their Megatron layout and torchtitan module names are listed under the table.
+
 Every split (the plan's candidates and the baselines: uniform, torchtitan's rule, Megatron's first/last
 rule, the AdaPipe-style DP) is scheduled by the same method with the same time share inside one
 ``plan()`` call of ``--time-limit`` seconds. Columns: step times (ms); ``imbal.`` the uniform split's
@@ -38,6 +46,8 @@ from pipesched.solver.costmodel import (
     default_cluster,
     transformer_model,
 )
+from pipesched.solver.costmodel.hf_config import load_config
+from pipesched.solver.costmodel.hf_model import hf_model, run_config
 from pipesched.solver.planning import Cluster, Model
 from pipesched.solver.planning.plan import Plan
 from pipesched.solver.planning.planner import plan
@@ -47,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import command_line, publish  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "plan.md"
+HF = Path(__file__).resolve().parents[1] / "examples" / "hf"
 TIGHT = 0.8
 
 SHAPES = {
@@ -74,7 +85,28 @@ class Case:
                 f"{' tight' if self.tight else ''}")
 
 
-CASES = [
+@dataclass(frozen=True)
+class HfCase:
+    """A model from its Hub config: ``ep`` expert-parallel ranks taken from ``dp``, ZeRO-1."""
+
+    label: str
+    config: str
+    seq: int
+    devices: int
+    v: int
+    placement: str
+    microbatches: int
+    ep: int
+    dp: int
+    tight: bool = False
+
+    @property
+    def name(self) -> str:
+        pl = "" if self.v == 1 else f" v={self.v} {self.placement}"
+        return f"{self.label} s={self.seq // 1024}k p={self.devices}{pl} ep={self.ep}"
+
+
+CASES: list[Case | HfCase] = [
     Case("small16", 32_000, 4096, 4, 1, "loop", False, 16),
     Case("small16", 128_000, 4096, 4, 2, "v", True, 16),
     Case("8B", 128_000, 4096, 8, 1, "loop", False, 32),
@@ -84,14 +116,26 @@ CASES = [
     Case("70B", 128_000, 4096, 8, 1, "loop", True, 32),
     Case("70B", 128_000, 4096, 16, 1, "loop", False, 32),
     Case("70B", 128_000, 8192, 16, 2, "v", False, 32),
+    HfCase("DeepSeek-V3", "deepseek_v3", 4096, 16, 1, "loop", 32, ep=64, dp=128),
+    HfCase("DeepSeek-V3", "deepseek_v3", 4096, 16, 2, "v", 32, ep=64, dp=128),
+    HfCase("Qwen3-30B-A3B", "qwen3_30b_a3b", 4096, 8, 1, "loop", 32, ep=8, dp=8),
 ]
 
 
-def build(case: Case) -> tuple[Model, Cluster, float]:
-    """The model, its cluster and the uniform split's imbalance."""
-    config = TransformerConfig(vocab=case.vocab, seq=case.seq, microbatch_size=1, **SHAPES[case.shape])
+def _model(case: Case | HfCase) -> tuple[Model, TransformerConfig]:
     device = DEVICES["h100"]
-    model = transformer_model(config, device)
+    if isinstance(case, HfCase):
+        arch = load_config(HF / f"{case.config}.json")
+        config = run_config(arch, seq=case.seq, microbatch_size=1, dp=case.dp, zero=1)
+        return hf_model(arch, config, device, case.ep), config
+    config = TransformerConfig(vocab=case.vocab, seq=case.seq, microbatch_size=1, **SHAPES[case.shape])
+    return transformer_model(config, device), config
+
+
+def build(case: Case | HfCase) -> tuple[Model, Cluster, float]:
+    """The model, its cluster and the uniform split's imbalance."""
+    model, config = _model(case)
+    device = DEVICES["h100"]
     cluster = default_cluster(config, device, devices=case.devices, microbatches=case.microbatches,
                               stages_per_device=case.v, placement=case.placement)
     layers = model.expanded()
@@ -127,6 +171,7 @@ def run(time_limit: float, only: str | None, command: str) -> str:
     rows, notes = [], {"best": 0, "unif": [0, 0], "ada": [0, 0], "gap": 0, "ok": 0, "n": 0, "rc": 0, "cut": 0,
              "solves_cut": 0, "beyond": []}
     walls: dict[str, float] = {}
+    exports: list[str] = []
     for case in CASES:
         if only and only not in case.name:
             continue
@@ -165,6 +210,14 @@ def run(time_limit: float, only: str | None, command: str) -> str:
             notes["ada"][0] += a is None or (result.step_time or 0) < a
         notes["gap"] += gap is not None and gap <= 0.02
         mem = cluster.memory_per_device
+        if isinstance(case, HfCase) and result.exports is not None:
+            ex = result.exports
+            overlap = result.problem.costs.overlap_fb if result.problem is not None else None
+            exports += [f"- {case.name}: Megatron `--pipeline-model-parallel-layout \"{ex.megatron_layout}\"`"
+                        + (" (V placement: no Megatron equivalent)" if case.placement == "v" else "")
+                        + f"; torchtitan stages from `{ex.torchtitan_module_fqns[0][0]}` .. "
+                        f"`{', '.join(ex.torchtitan_module_fqns[-1])}`"
+                        + (f"; costs.overlap_fb {min(overlap):g}-{max(overlap):g}" if overlap else "")]
         rows.append(
             f"| {case.name} | {case.microbatches} | {mem:g} | {imbalance:.0%} | {_ms(steps['uniform'])} | "
             f"{_ms(steps['torchtitan'])} | {_ms(steps['megatron'])} | {_ms(steps['adapipe'])} | "
@@ -198,6 +251,8 @@ def run(time_limit: float, only: str | None, command: str) -> str:
         f"machine): {notes['cut']}/{n}; searches with a solve its method's own net cut (`†`): {notes['solves_cut']}/{n}",
         *(f"- {name}: a valid plan in {wall:.1f} s of its {time_limit:g} s limit"
           for name, wall in walls.items() if name.startswith("70B") and "p=16 v=2" in name),
+        *(["", "Exports of the plans of the models read from Hub configs (`examples/hf`, `pipesched model hf`):", "",
+           *exports] if exports else []),
     ]
     return "\n".join(lines) + "\n"
 
