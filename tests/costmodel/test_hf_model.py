@@ -17,6 +17,7 @@ from pipesched.solver.costmodel import DEVICES, TransformerConfig, transformer_m
 from pipesched.solver.costmodel.cli import add_parser
 from pipesched.solver.costmodel.hf_config import FAMILIES, ConfigError, read_config
 from pipesched.solver.costmodel.hf_model import hf_model, run_config
+from pipesched.solver.costmodel.moe import active_parameters, routed_parameters
 from pipesched.solver.planning import Cluster, Model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hf"
@@ -170,3 +171,18 @@ def test_help_lists_the_supported_families() -> None:
     proc = subprocess.run([sys.executable, "-m", "pipesched.cli", "model", "hf", "--help"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and all(f"  {family} " in proc.stdout for family in FAMILIES)
+
+
+def test_the_deepseek_v3_figures_in_docs_costs_are_the_commands() -> None:
+    """Every figure docs/costs.md quotes for DeepSeek-V3 (EP 64, ZeRO-1 over 128) is what the code gives."""
+    doc = (EXAMPLES.parents[1] / "docs" / "costs.md").read_text()
+    arch = read_config(config("deepseek_v3"))
+    m = model(config("deepseek_v3"), 64, dp=128, zero=1)
+    moe = layer(m, "block.moe")
+    quoted = {f"{moe.parameters / 1e9:.2f}B parameters", f"{routed_parameters(arch, 'moe') / 1e9:.2f}B of them",
+              f"{active_parameters(arch, 'moe') / 1e6:.1f}M active", f"{active_parameters(arch, 'dense') / 1e6:.1f}M",
+              f"{moe.comm.forward / 2:.2f} ms", f"**{moe.forward:.1f} ms**", f"B =\n{moe.backward_input:.1f} ms",
+              f"W = {moe.backward_weight:.1f} ms", f"{moe.static:.2f} GiB per block",
+              f"activations {moe.memory.forward:.2f} GiB"}
+    missing = [q for q in quoted if q not in doc]
+    assert not missing, missing
