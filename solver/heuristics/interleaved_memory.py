@@ -45,8 +45,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass
 
+from ..budget import (
+    FULL_MODEL_OPS,
+    HEURISTIC_SHARE,
+    INTERLEAVED_MEMORY_S_PER_OP,
+    INTERLEAVED_SEARCH_SHARE,
+    INTERLEAVED_TRIAL_S_PER_OP,
+    RETIMED_ORDERS,
+    note_wall_cut,
+)
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import makespan, objective_value, peak_memory
@@ -58,6 +68,7 @@ from .classic.interleaved_zb import interleaved_zb_order
 from .device_events import run_device_events
 from .greedy import BankersMemory
 from .interleaved_local import improve
+from .search import Search
 from .trials import Trials
 
 
@@ -270,3 +281,42 @@ def interleaved_candidates(inst: Instance, keep: int = 3, trials: Trials | None 
     if got is not None and (not best or got.objective < best[0].objective - slack(best[0].objective)):
         best = [got, *best][:keep]
     return best
+
+
+@dataclass(frozen=True)
+class InterleavedPhase:
+    """This greedy and its order search in ``auto`` (loop placement, v >= 2, tight caps), with a share of
+    their own beside the heuristics' (``INTERLEAVED_SEARCH_SHARE``): the search is where these problems
+    improve (CP-SAT on their capped models rarely does). The greedy runs when its estimate fits both
+    shares after what the other heuristics were charged; the search gets a count of trials (so the
+    answer repeats) from what is left of them, at most its own share, up to ``FULL_MODEL_OPS``, and is
+    charged the trials it used, so a problem that converges at once leaves the exact phases their time."""
+
+    name: str = "interleaved memory greedy"
+    wall_net: bool = False  # its own net: the heuristics' plus its share
+
+    def applies(self, s: Search) -> bool:
+        return not s.closed and applies(s.inst)
+
+    def estimate(self, s: Search) -> float:
+        return INTERLEAVED_MEMORY_S_PER_OP * s.inst.num_ops * len(POLICIES)
+
+    def allowance(self, s: Search) -> float:
+        return (HEURISTIC_SHARE + INTERLEAVED_SEARCH_SHARE) * s.limit - s.budget.spent
+
+    def run(self, s: Search) -> None:
+        inst, cost = s.inst, self.estimate(s)
+        net = min(s.budget.deadline, s.stop + INTERLEAVED_SEARCH_SHARE * s.limit)
+        if time.perf_counter() + cost > net:
+            note_wall_cut(self.name)
+            return
+        per_trial = INTERLEAVED_TRIAL_S_PER_OP * inst.num_ops
+        room = self.allowance(s) - cost
+        searched = inst.num_ops <= FULL_MODEL_OPS
+        trials = Trials(int(min(room, INTERLEAVED_SEARCH_SHARE * s.limit) / per_trial), net) if searched else None
+        allowed = trials.left if trials is not None else 0
+        found = interleaved_candidates(inst, keep=RETIMED_ORDERS, trials=trials if allowed else None)
+        if trials is not None and trials.cut:
+            note_wall_cut("interleaved order search")
+        s.budget.charge(cost + (allowed - trials.left if trials is not None else 0) * per_trial)
+        s.keep([(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..budget import note_wall_cut, retime_cost, trials_for
 from ..core.instance import Instance, OpId
@@ -25,6 +26,7 @@ from ..core.schedule import Order
 from ..core.tolerance import slack, within_cap
 from ..timing.retime import Incumbent, compact, order_score, retime
 from ..timing.simulate import DeadlockError
+from .search import Search
 
 
 def fits_memory(inst: Instance, ops: Sequence[OpId], device: int) -> bool:
@@ -153,3 +155,28 @@ def polished(inst: Instance, inc: Incumbent, seconds: float, deadline: float) ->
         return min((retime(inst, order), found), key=lambda c: c.objective)
     except DeadlockError:
         return found
+
+
+@dataclass(frozen=True)
+class PolishPhase:
+    """:func:`polished` on the incumbent with ``share`` of the nominal limit, while the gap is open; its
+    wall net is the method's deadline, or ``stop_share`` of the limit from the start."""
+
+    share: float
+    stop_share: float | None = None
+    name: str = "local search"
+    wall_net: bool = False  # polished stops itself
+
+    def applies(self, s: Search) -> bool:
+        return s.incumbent is not None and not s.proven
+
+    def estimate(self, s: Search) -> float:
+        return 0.0
+
+    def allowance(self, s: Search) -> float:
+        return self.share * s.limit
+
+    def run(self, s: Search) -> None:
+        assert s.incumbent is not None
+        stop = s.budget.deadline if self.stop_share is None else s.t0 + self.stop_share * s.limit
+        s.settle(polished(s.inst, s.incumbent, self.allowance(s), stop))

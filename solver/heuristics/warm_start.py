@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from ..budget import GRID_OPS_PER_SECOND, setup_cost
+from ..budget import GRID_OPS_PER_SECOND, RETIMED_ORDERS, grid_seconds, grid_share, setup_cost
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.metrics import peak_memory
@@ -24,6 +25,7 @@ from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .catalog import SKIPPED, heuristic_schedules
+from .search import Search
 from .v_greedy import v_candidates
 from .zero_bubble import zb_candidates
 
@@ -91,3 +93,53 @@ def first_schedule(problem: Problem, inst: Instance, method: str, seconds: float
     note = (f"time limit {seconds:g} s is below the estimated {setup_cost(inst):.3g} s set-up of "
             f"{inst.num_ops} ops: the first heuristic schedule ({name}), without search (docs/limits.md)")
     return finalize(problem, method, inc.start, solve_time_s=time.perf_counter() - t0, inst=inst, note=note)
+
+
+@dataclass(frozen=True)
+class GridPhase:
+    """The zero-bubble grid's orders (and the V greedy's; DualPipe's and greedy's under "dual"), sized for
+    ``seconds(inst, limit)`` nominal seconds and charged ``charge(inst, limit)``; it stops itself at the
+    search's wall net. When its best meets the bound, the heuristics after it are skipped."""
+
+    seconds: Callable[[Instance, float], float] = grid_seconds
+    charge: Callable[[Instance, float], float] = lambda inst, limit: grid_share(inst) * limit
+    keep: int = RETIMED_ORDERS
+    name: str = "zero-bubble grid"
+    wall_net: bool = False
+
+    def applies(self, s: Search) -> bool:
+        return True
+
+    def estimate(self, s: Search) -> float:
+        return 0.0  # always runs: the first valid order is kept however short the limit
+
+    def allowance(self, s: Search) -> float:
+        return self.seconds(s.inst, s.limit)
+
+    def run(self, s: Search) -> None:
+        found = grid_starts(s.inst, self.seconds(s.inst, s.limit), deadline=s.stop, keep=self.keep)
+        s.budget.charge(self.charge(s.inst, s.limit))
+        s.keep(found)
+        if found and s.meets_bound(min(c.objective for _, c in found)):
+            s.closed = True
+
+
+@dataclass(frozen=True)
+class HintPhase:
+    """The caller's hint (a cached schedule, a neighbour's), when it orders exactly this problem's ops."""
+
+    name: str = "hint"
+    wall_net: bool = False
+
+    def applies(self, s: Search) -> bool:
+        return s.options.hint is not None and not s.closed
+
+    def estimate(self, s: Search) -> float:
+        return 0.0
+
+    def allowance(self, s: Search) -> float:
+        return 0.0
+
+    def run(self, s: Search) -> None:
+        if (h := hint_start(s.inst, s.options.hint)) is not None:
+            s.keep([("hint", h)])

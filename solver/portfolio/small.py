@@ -24,12 +24,16 @@ slowest proof needed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..budget import ILP_FIRST_MIN_S, ILP_FIRST_OPS, ILP_FIRST_SHARE
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.problem import Problem
 from ..exact.ilp.backends import highs_available
 from ..exact.ilp.method import ILP
+from ..heuristics.search import Search
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, retime
 from ..timing.simulate import DeadlockError
@@ -54,3 +58,27 @@ def ilp_first(problem: Problem, inst: Instance, inc: Incumbent, seconds: float) 
     best = cand if cand.objective < inc.objective else inc
     proven = answer.status == "optimal" and best.objective <= (answer.objective_value or float("inf"))
     return best, proven, answer.lower_bound
+
+
+@dataclass(frozen=True)
+class IlpFirstPhase:
+    """The ILP from the incumbent on problems of at most ``ILP_FIRST_OPS`` ops while the gap is open, with
+    ``ILP_FIRST_SHARE`` of what is left (when that is at least ``ILP_FIRST_MIN_S``); CP-SAT gets the rest."""
+
+    name: str = "ILP first"
+    wall_net: bool = False  # the ILP gets at most the wall time left
+
+    def applies(self, s: Search) -> bool:
+        return not s.proven and s.inst.num_ops <= ILP_FIRST_OPS
+
+    def estimate(self, s: Search) -> float:
+        return ILP_FIRST_MIN_S
+
+    def allowance(self, s: Search) -> float:
+        return ILP_FIRST_SHARE * s.budget.rest
+
+    def run(self, s: Search) -> None:
+        assert s.incumbent is not None
+        seconds = s.budget.claim(ILP_FIRST_SHARE)
+        inc, proven, ilp_bound = ilp_first(s.problem, s.inst, s.incumbent, min(seconds, s.budget.wall_left()))
+        s.settle(inc, True if proven else None, min(ilp_bound or 0.0, inc.objective))

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesched.solver import Instance, Problem, SolveOptions, solve
+from pipesched.solver.budget import Budget
 from pipesched.solver.core.metrics import peak_memory
 from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
 from pipesched.solver.heuristics.interleaved_memory import (
@@ -16,7 +17,8 @@ from pipesched.solver.heuristics.interleaved_memory import (
     interleaved_candidates,
     interleaved_order,
 )
-from pipesched.solver.portfolio.candidates import heuristic_incumbents
+from pipesched.solver.heuristics.search import Search
+from pipesched.solver.portfolio.candidates import HeuristicsPhase
 from pipesched.solver.timing.finalize import finalize
 from pipesched.solver.timing.retime import retime
 from pipesched.solver.timing.simulate import DeadlockError
@@ -84,7 +86,9 @@ def test_auto_takes_its_orders() -> None:
     problem = loop_problem(3, 6, 2, 0)
     inst = Instance.from_problem(problem)
     options = SolveOptions(time_limit_s=5)
-    found = heuristic_incumbents(problem, inst, options).found
+    search = Search(problem, inst, options, Budget(options.time_limit_s), bound=0.0)
+    HeuristicsPhase().run(search)
+    found = search.found
     best = interleaved_candidates(inst, keep=1)[0].objective
     assert found[0][0].startswith("interleaved-memory"), found[0][0]
     assert best < retime(inst, interleaved_zb_order(inst)).objective - 1e-6

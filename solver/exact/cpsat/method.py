@@ -1,6 +1,6 @@
 """Method ``cpsat``: the exact CP-SAT model of :mod:`.formulation`, warm-started and deterministic.
 
-Steps (the issue's measured recipe for making CP-SAT scale on this problem):
+Steps (:data:`CPSAT_PHASES`, the measured recipe for making CP-SAT scale on this problem):
 1. a warm start (the best order of the zero-bubble heuristic grid, or ``options.hint``), polished by
    the W-delay local search (:mod:`pipesched.solver.heuristics.swap_past_w`);
 2. the model with the horizon and ``Z <= incumbent`` from that start, ``Z >=`` the analytic
@@ -24,37 +24,31 @@ from ...budget import (
     CPSAT_GRID_STOP,
     CPSAT_POLISH_STOP,
     CPSAT_SEARCH_SHARE,
-    DTIME_PER_SECOND,
-    FULL_MODEL_OPS,
     POLISH_SHARE,
-    SEARCH_DTIME_SHARE,
+    Budget,
     finish_margin,
     records_wall_cuts,
-    search_cost,
     setup_cost,
 )
 from ...core.instance import Instance
 from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
 from ...core.schedule import Schedule
-from ...core.tolerance import slack
-from ...heuristics.swap_past_w import polished
-from ...heuristics.warm_start import first_schedule, grid_starts, hint_start
+from ...heuristics.search import Phase, RetimePhase, Search, run_phases
+from ...heuristics.swap_past_w import PolishPhase
+from ...heuristics.warm_start import GridPhase, HintPhase, first_schedule
 from ...timing.finalize import infeasible, no_schedule
-from ...timing.retime import Incumbent
 from .overlap_run import paired_refusal, solve_paired
-from .run import CpsatResult, finish, solve_model
+from .phases import FullSearchPhase
+from .run import finish
 
-
-def warm_start(inst: Instance, hint: Schedule | None, seconds: float | None = None,
-               deadline: float | None = None) -> Incumbent | None:
-    """The better of the zero-bubble grid's best order (grid sized for the nominal ``seconds``;
-    ``deadline`` is the wall safety net) and a caller's hint."""
-    cands = [inc for _, inc in grid_starts(inst, seconds, deadline, keep=1)]
-    if (h := hint_start(inst, hint)) is not None:
-        cands.append(h)
-    return min(cands, key=lambda c: c.objective) if cands else None
-
+#: The warm start (the grid's best order or the hint, the better), its local search, the search; a
+#: shorter list of ``auto``'s phases with shares of their own.
+CPSAT_PHASES: tuple[Phase, ...] = (
+    GridPhase(seconds=lambda inst, limit: CPSAT_GRID_SHARE * limit, charge=lambda inst, limit: 0.0, keep=1),
+    HintPhase(), RetimePhase(0.0), PolishPhase(POLISH_SHARE, CPSAT_POLISH_STOP),
+    FullSearchPhase(share=CPSAT_SEARCH_SHARE, known_bound=False),
+)
 
 
 def _no_pairs(problem: Problem) -> str | None:
@@ -72,26 +66,16 @@ def solve_cpsat(problem: Problem, options: SolveOptions) -> Schedule:
         return solve_paired(problem, options)
     if (answer := infeasible(problem, "cpsat", inst, t0)) is not None:
         return answer
-    if setup_cost(inst) > options.time_limit_s and (
-            first := first_schedule(problem, inst, "cpsat", options.time_limit_s, t0)) is not None:
+    limit = options.time_limit_s
+    if setup_cost(inst) > limit and (first := first_schedule(problem, inst, "cpsat", limit, t0)) is not None:
         return first
-    inc = warm_start(inst, options.hint, CPSAT_GRID_SHARE * options.time_limit_s,
-                      t0 + CPSAT_GRID_STOP * options.time_limit_s)
-    if inc is None:
+    s = Search(problem, inst, options, Budget(limit, t0 + limit - finish_margin(inst)), combinatorial_bound(inst),
+               t0=t0, stop=t0 + CPSAT_GRID_STOP * limit)
+    run_phases(CPSAT_PHASES, s)
+    if s.incumbent is None:
         return no_schedule(problem, "cpsat", "timeout", "no warm start found a valid order",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
-    inc = polished(inst, inc, POLISH_SHARE * options.time_limit_s, t0 + CPSAT_POLISH_STOP * options.time_limit_s)
-    deadline = t0 + options.time_limit_s - finish_margin(inst)
-    left = deadline - time.perf_counter()
-    closed = inc.objective - combinatorial_bound(inst) <= slack(inc.objective)
-    n_ops = inst.num_ops
-    too_big = n_ops > FULL_MODEL_OPS or left <= search_cost(inst)
-    if closed or too_big:
-        res = CpsatResult(inc, closed, combinatorial_bound(inst))
-    else:
-        res = solve_model(inst, inc, left, options.workers, deadline=deadline, nominal=CPSAT_SEARCH_SHARE * options.time_limit_s,
-                          dtime=SEARCH_DTIME_SHARE * DTIME_PER_SECOND * options.time_limit_s)
-    return finish(problem, "cpsat", inst, res.incumbent, res.proven_optimal, res.bound, t0)
+    return finish(problem, "cpsat", inst, s.incumbent, s.proven, s.bound, t0)
 
 
 CPSAT = Method("cpsat", "OR-Tools CP-SAT, exact: proves optimality when it can. Any placement and memory limit "

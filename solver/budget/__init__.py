@@ -17,12 +17,11 @@ what would show it wrong. Re-measure after changing the code a constant times:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from contextvars import ContextVar
-from typing import TypeVar
-
-from .core.instance import Instance
+from ..core.instance import Instance
+from .clock import Budget as Budget
+from .clock import note_wall_cut as note_wall_cut
+from .clock import records_wall_cuts as records_wall_cuts
+from .clock import wall_cuts as wall_cuts
 
 # --- CP-SAT's deterministic clock -------------------------------------------------------------
 
@@ -277,40 +276,6 @@ def heuristic_share(inst: Instance) -> float:
 def setup_cost(inst: Instance) -> float:
     """Estimated wall seconds of the first schedule (one grid order, its timing, finalize)."""
     return SETUP_S_PER_OP * inst.num_ops
-
-
-# --- what the wall clock cut (issue 12: reported, so a load-dependent answer says so) ------------
-
-_CUTS: ContextVar[list[str] | None] = ContextVar("pipesched_wall_cuts", default=None)
-_F = TypeVar("_F", bound=Callable)
-
-
-def note_wall_cut(phase: str) -> None:
-    """Record that the wall-clock net, not the deterministic budget, ended ``phase`` of this solve
-    (its answer may then differ on a faster or less loaded machine). A no-op outside :func:`records_wall_cuts`."""
-    cuts = _CUTS.get()
-    if cuts is not None and phase not in cuts:
-        cuts.append(phase)
-
-
-def wall_cuts() -> list[str]:
-    """The phases the wall clock cut so far in this solve, in the order they were cut."""
-    return list(_CUTS.get() or ())
-
-
-def records_wall_cuts(fn: _F) -> _F:
-    """Decorator for a method's entry point: phases it runs record their wall-clock cuts (a nested
-    method shares its caller's record)."""
-    @functools.wraps(fn)
-    def run(*args: object, **kwargs: object) -> object:
-        if _CUTS.get() is not None:
-            return fn(*args, **kwargs)
-        token = _CUTS.set([])
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _CUTS.reset(token)
-    return run  # type: ignore[return-value]
 
 
 # --- auto's recipes and small problems (:mod:`pipesched.solver.portfolio.candidates`, ``.small``) ---
