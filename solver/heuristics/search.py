@@ -68,7 +68,8 @@ def best_of(found: Sequence[Named]) -> list[Named]:
 
 
 class Phase(Protocol):
-    """One step of a portfolio: ``applies`` (the problem's shape and the search's state), ``estimate``
+    """One step of a portfolio: ``applies`` (the problem's shape and the search's state: a phase that
+    starts from the incumbent applies only once there is one), ``estimate``
     (nominal seconds the phase needs at least), ``allowance`` (nominal seconds it may use); the driver
     runs it when the estimate fits the allowance, and (``wall_net``) when it would end before the deadline."""
 

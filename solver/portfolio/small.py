@@ -69,7 +69,7 @@ class IlpFirstPhase:
     wall_net: bool = False  # the ILP gets at most the wall time left
 
     def applies(self, s: Search) -> bool:
-        return not s.proven and s.inst.num_ops <= ILP_FIRST_OPS
+        return s.incumbent is not None and not s.proven and s.inst.num_ops <= ILP_FIRST_OPS
 
     def estimate(self, s: Search) -> float:
         return ILP_FIRST_MIN_S

@@ -39,7 +39,7 @@ class RelaxationPhase:
     wall_net: bool = False  # checks the wall against its set-up cost alone, below
 
     def applies(self, s: Search) -> bool:
-        return not s.proven and s.inst.num_ops > SMALL_OPS
+        return s.incumbent is not None and not s.proven and s.inst.num_ops > SMALL_OPS
 
     def setup(self, s: Search) -> float:
         return RELAX_S_PER_OP * s.inst.num_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
@@ -71,7 +71,7 @@ class SequentialSearchPhase:
     wall_net: bool = True
 
     def applies(self, s: Search) -> bool:
-        return (not s.proven and s.inst.num_ops <= SMALL_OPS
+        return (s.incumbent is not None and not s.proven and s.inst.num_ops <= SMALL_OPS
                 and not needs_memory_resource(s.inst, Scaling.of(s.inst)))
 
     def estimate(self, s: Search) -> float:
@@ -103,7 +103,7 @@ class FullSearchPhase:
     wall_net: bool = True
 
     def applies(self, s: Search) -> bool:
-        return not s.proven and s.inst.num_ops <= FULL_MODEL_OPS
+        return s.incumbent is not None and not s.proven and s.inst.num_ops <= FULL_MODEL_OPS
 
     def estimate(self, s: Search) -> float:
         return search_cost(s.inst)
