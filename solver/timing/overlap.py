@@ -71,7 +71,7 @@ def paired_schedule(problem: Problem, inst: Instance, method: str, order: Sequen
         problem=problem, method=method, status=status,
         makespan=round(ops_makespan(ops), TIME_DECIMALS), objective_value=round(objective, TIME_DECIMALS),
         lower_bound=round(bound, TIME_DECIMALS),
-        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order)],
+        peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order, transients=True)],
         bubble_ratio=round(1.0 - busy / (inst.devices * objective) if objective > 0 else 0.0, TIME_DECIMALS),
         solve_time_s=round(solve_time_s, 6), ops=ops,
     )

@@ -69,3 +69,18 @@ def test_the_options_refuse_what_they_cannot_time() -> None:
         simulate(dual, dual_order, pairs={dual_order[0][0]: dual_order[0][1]}, sharing=Sharing(lambda k: 1.0))
     with pytest.raises(DeadlockError):
         simulate(inst, [list(reversed(ops)) for ops in order], sharing=Sharing(lambda k: 1.0))
+
+
+def test_a_paired_schedule_reports_the_transient_of_its_b() -> None:
+    """An F&B pair's B holds its recompute transient while the pair runs: the reported peak counts it
+    (the validator does), so dualpipe-v answers problems with both pairs and transients."""
+    problem = Problem.model_validate({
+        "devices": 2, "microbatches": 4, "stages_per_device": 2, "placement": "v",
+        "costs": {"forward": 1, "backward_input": 1.5, "backward_weight": 0.5, "overlap_fb": 0.7},
+        "memory": {"forward": 1, "backward_input": -0.5, "backward_weight": -0.5,
+                   "backward_input_transient": [0, 2, 0, 0]}})
+    schedule = solve(problem, "dualpipe-v")
+    from pipesched.solver import validate
+
+    assert validate(schedule) == []
+    assert max(schedule.peak_memory) == 7.0
