@@ -2,7 +2,7 @@
 
 Why it matters: a search that is not proven optimal stops on its deterministic time limit (then
 the answer repeats byte for byte) or on the wall-clock safety net (then it may not). The budgets in
-``solver/budget.py`` (``DTIME_PER_SECOND``, ``PRECEDENCES_DTIME_PER_SECOND``) must therefore stay
+``solver/budget/`` (``DTIME_PER_SECOND``, ``PRECEDENCES_DTIME_PER_SECOND``) must therefore stay
 below the rate measured here. Every CP-SAT solve made by ``auto`` on each problem is logged with
 its wall time, deterministic time and which limit it had.
 

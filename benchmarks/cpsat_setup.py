@@ -2,7 +2,7 @@
 
 Why it matters: the wall-clock limit (``max_time_in_seconds``) is only checked once the search runs.
 Before that, the linear relaxation of the memory cumulative and the root probing run to completion,
-and on large capped models they took longer than a 10 s limit (docs/limits.md). ``solver/budget.py``
+and on large capped models they took longer than a 10 s limit (docs/limits.md). ``solver/budget/``
 sizes that set-up as ``SETUP_S_PER_PAIR`` seconds per pair of ops on one capped device; this
 benchmark measures it: the full model of ``auto``'s CP-SAT search (zero-bubble 1.5B profile, loop,
 v = 1, stage span, 2p cap: ``benchmarks/large_problems.py``'s family), one worker, a deterministic

@@ -7,7 +7,7 @@ whole run, so the solve shares the 2 cores with it and with whatever else runs. 
 zero-bubble 1.5B profile (``benchmarks/large_problems.py``'s builder), loop, v = 1, stage span,
 cap 2p x M_B. The contract (docs/limits.md): wall <= 1.1 x limit + 1 s, except where the set-up
 alone (one heuristic order, its timing and finalize: ``SETUP_S_PER_OP`` per op in
-``solver/budget.py``) exceeds that, when the first heuristic schedule comes back at once and its
+``solver/budget/``) exceeds that, when the first heuristic schedule comes back at once and its
 ``reason`` says so.
 
     python benchmarks/time_limits_under_load.py            # every size, limits 1, 3, 10

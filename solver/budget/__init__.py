@@ -27,6 +27,7 @@ from .clock import wall_cuts as wall_cuts
 
 #: Deterministic-time units per wall-clock second we budget (CP-SAT's unit is meant to be close
 #: to a second on an unloaded core; on a shared machine it runs slower, so keep margin).
+#: Policy: a margin below the rate ``python benchmarks/cpsat_dtime.py`` measures.
 DTIME_PER_SECOND = 0.9
 #: The same for models of precedences and no-overlaps only (:attr:`CpsatModel.precedences_only`):
 #: there CP-SAT's deterministic clock runs at only 0.13-0.17 units per wall second on an idle
@@ -44,16 +45,21 @@ RESOURCE_DTIME_PER_SECOND = 0.3
 # --- per-op costs of the phases (wall seconds) ---------------------------------------------------
 
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
+#: Policy: at :data:`RETIME_S_PER_OP` the exact re-timing of 800 ops is charged 1.2 s, about a tenth of a
+#: 10 s limit.
 EXACT_TIMING_OPS = 800
 #: Measured wall seconds per op of one exact stage-span re-timing (its Dinkelbach rounds of pure-Python
 #: Bellman-Ford): 0.72 s for a near-optimal 576-op zero-bubble order on an idle core, 1.25 ms/op. The
 #: earlier 0.5 ms/op let ``auto`` end 0.6-0.7 s past a 60 s limit on the paper cases.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 RETIME_S_PER_OP = 1.5e-3
 #: Measured wall seconds per op (one core, about doubled for a shared machine) of building the full model.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 BUILD_S_PER_OP = 1e-4
 #: Wall seconds a CP-SAT solve may run past ``max_time_in_seconds``: loading the model and the first
 #: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
 #: with a 0.05 s limit). Callers with a deadline stop the search this much earlier.
+#: Re-measured by ``python benchmarks/cpsat_dtime.py`` (each solve's wall time against its limit).
 CPSAT_OVERSHOOT_S = 0.3
 #: The same for precedence-only models (no LP, no cumulative to load): a whole proof at 1536 ops took
 #: 0.13 s of wall (``python benchmarks/cpsat_dtime.py``), so loading is well under this.
@@ -63,6 +69,7 @@ PRECEDENCES_OVERSHOOT_S = 0.1
 #: (single worker or interleaved), 0.3 s past without it on one worker, and still 1.1 s past on two
 #: (the portfolio's own LP workers). Searches whose wall budget is below this many seconds per op run
 #: on one worker without the linear relaxation.
+#: Re-measured by ``python benchmarks/cpsat_setup.py``.
 LP_S_PER_OP = 1.2e-3
 #: On models with a memory cumulative the root set-up grows with the square of each device's op count
 #: and does not look at the clock either: the cumulative's linear relaxation and the root probing took
@@ -74,13 +81,16 @@ SETUP_S_PER_PAIR = 2.5e-5
 
 #: Measured wall seconds per op (one core, about doubled for a shared machine) of one classic recipe
 #: or greedy run (incl. its validation) and of the relaxations' set-up .
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 RECIPE_S_PER_OP = 3e-4
 RELAX_S_PER_OP = 1.5e-4
 #: Wall seconds per op of :func:`pipesched.solver.timing.retime.compact` (two simulator passes), the
 #: re-timing used above :data:`EXACT_TIMING_OPS` or for makespan; set with the other per-op costs in
 #: 6168dfa ("every phase sized from the nominal time limit"), an upper estimate, not a fit.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 COMPACT_S_PER_OP = 5e-5
 #: Measured wall seconds per op of one local-search trial (re-timing the order), about doubled for a shared machine.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 TRIAL_S_PER_OP = 1.6e-5
 
 #: Seconds kept back at the end of ``auto`` and ``cpsat`` for reading the answer, re-timing and
@@ -103,36 +113,49 @@ CPSAT_POLISH_STOP = 0.5
 CPSAT_SEARCH_SHARE = 0.6
 #: Share of the deterministic budget a full-model search may use (``auto`` and ``cpsat``): the rest
 #: covers the wall time CP-SAT spends before its deterministic clock starts (loading, first LP).
+#: Policy; ``python benchmarks/determinism.py`` shows the searches still stop on their deterministic limit.
 SEARCH_DTIME_SHARE = 0.8
 #: Share of the nominal limit ``auto`` spends re-timing its best heuristic orders optimally.
+#: Policy: with the grid's and the local search's shares it keeps the heuristic phases near half the limit;
+#: ``python benchmarks/auto_time_limits.py`` checks that ``auto`` returns within its limit.
 RETIME_SHARE = 0.2
 #: How many of the best heuristic orders ``auto`` re-times optimally; the portfolio holds no more than
 #: these while it collects candidates (at 98k ops each order held costs 10-40 MB: holding all 14 of a
 #: 60 s solve took it to 509 MB, ``python benchmarks/large_problems.py``).
 RETIMED_ORDERS = 2
 #: Share of the nominal budget the local search on the warm start may use (:mod:`pipesched.solver.heuristics.swap_past_w`).
+#: Policy, like :data:`RETIME_SHARE` (``python benchmarks/auto_time_limits.py``).
 POLISH_SHARE = 0.1
 #: Share of the remaining budget spent on the relaxation bound when the gap is open.
+#: Policy: a quarter, so the search keeps three; ``python benchmarks/bound_tightness.py`` shows what the
+#: bound buys.
 BOUND_SHARE = 0.25
 #: Least nominal seconds that share must be for the relaxations to run: their CP-SAT solves spend the
 #: first seconds loading at about 0.003 deterministic units per second (``benchmarks/cpsat_dtime.py``:
 #: 14.6B m=48 2p at a 2 s limit), so a shorter phase only ever ends on the wall clock, and the bound
 #: it returns would depend on the machine's load.
+#: Re-measured by ``python benchmarks/cpsat_dtime.py``.
 RELAX_MIN_S = 2.0
 #: Problems up to this many ops skip the relaxations: CP-SAT on the full model closes them directly.
+#: Policy: ``python benchmarks/unit_costs.py`` shows CP-SAT closing the problems of this size it can.
 SMALL_OPS = 1000
 #: Above this many ops the full model is skipped: CP-SAT's propagation on it is so slow that a single
 #: search task overruns any time limit (measured: 27 s for one task at 12k ops) without improving.
+#: Policy: a third of the size that measurement was made at.
 FULL_MODEL_OPS = 4000
 #: Small problems first get up to this many seconds of CP-SAT's sequential search (one worker, no
 #: portfolio): on memory-tight unit-cost cases it proves in about 1 s what the interleaved portfolio
 #: leaves open (measured: 7 of 16 open p <= 8 cases, vs 2); the portfolio gets what is left. Not on
 #: models with a memory cumulative: there its first seconds barely move CP-SAT's deterministic clock, so
 #: it would always stop on the wall and hand a load-dependent incumbent to the portfolio.
+#: Re-measured by ``python benchmarks/unit_costs.py``.
 SINGLE_MAX_S = 2.0
 #: After this share of the budget the portfolio stops trying further recipes.
+#: Policy: the heuristics' orders are every later phase's start, and ``auto`` must never be worse than a
+#: recipe it contains, so they get the largest share; their own estimates decide within it.
 HEURISTIC_SHARE = 0.4
 #: Share of the nominal budget the zero-bubble grid is sized for (:func:`pipesched.solver.heuristics.zb_policies.policies`).
+#: Policy; ``python benchmarks/zb_paper.py`` shows what the grid finds at this share.
 GRID_SHARE = 0.25
 
 
@@ -144,8 +167,11 @@ def retime_cost(inst: Instance) -> float:
 
 
 #: The per-op costs here are idle-core figures about doubled for a shared machine: the slowdown they cover.
+#: Policy: the factor the per-op costs were rounded up by; ``python benchmarks/phase_costs.py`` prints each
+#: cost's margin.
 SHARED_SLOWDOWN = 2.0
 #: Least wall seconds a phase must last before its wall / CPU ratio is read as the machine's slowdown.
+#: Policy: a shorter phase's ratio is timer noise.
 SLOWDOWN_MIN_S = 0.05
 
 
@@ -201,8 +227,10 @@ REFINE_POLICIES = 16
 # --- sizes of the bounds (:mod:`pipesched.solver.bounds.analytic`) -------------------------------
 
 #: Above this many ops the per-op (microbatch rank) bound is skipped to keep bounds cheap.
+#: Policy: bounds stay well under a second; ``python benchmarks/bound_tightness.py`` shows what each bound
+#: gives.
 RANK_BOUND_MAX_OPS = 20_000
-#: The same for the per-device span version, which costs ``O(p · m · S)``.
+#: The same for the per-device span version, which costs ``O(p · m · S)`` (policy, like :data:`RANK_BOUND_MAX_OPS`).
 RANK_SPAN_MAX_WORK = 10_000
 
 
@@ -210,14 +238,17 @@ RANK_SPAN_MAX_WORK = 10_000
 
 #: Largest number of same-device op pairs (order binaries before fixing) the method accepts:
 #: building the model costs about 0.1 ms per pair in Python (p=16, m=32: 73k pairs, 7 s).
+#: Re-measured by ``python benchmarks/ilp_backends.py``.
 MAX_PAIRS = 100_000
 #: Seconds to build the model per pair, measured (see above); used to keep within the time limit.
+#: Re-measured by ``python benchmarks/ilp_backends.py``.
 BUILD_SECONDS_PER_PAIR = 1e-4
 #: Build the ILP only when its estimated build time is at most this share of what is left; else the
 #: warm start is the answer (policy: the search needs the rest).
 ILP_BUILD_SHARE = 0.5
 #: Share of the remaining seconds handed to the ILP solver, and the seconds kept for starting it
 #: (HiGHS runs in a fresh process; CBC in this one), set in 1d72dc0 ("time budget margin").
+#: Policy margins, checked by ``python benchmarks/ilp_backends.py`` (wall time against the limit).
 ILP_SOLVE_SHARE = 0.97
 HIGHS_START_S = 0.3
 CBC_START_S = 0.05
@@ -245,6 +276,7 @@ SETUP_S_PER_OP = 9e-5
 #: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op at
 #: 24.6k and 98k ops (``time.process_time`` around it, issue 12), so the two together (40 us) are about
 #: twice it, for a shared machine.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 FINALIZE_S_PER_OP = 1e-5
 #: Resident memory per op of a solve, above the interpreter's own ~100 MB (pipesched, pydantic and
 #: OR-Tools imported), for the heuristics, re-timing and schedule: peak RSS 325 MB at 98k ops (2.3 KB
@@ -283,6 +315,7 @@ def setup_cost(inst: Instance) -> float:
 #: Measured wall seconds per op of one fixed recipe (build the order, simulate, validate): 0.056-0.13 s
 #: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
 #: rounded up for a busier machine (the greedy scheduler measured 1.1e-4 to 1.7e-4: ``RECIPE_S_PER_OP``).
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 FIXED_RECIPE_S_PER_OP = 6e-5
 #: Wall seconds per op and policy of the interleaved memory greedy's grid, its timing included
 #: (:mod:`pipesched.solver.heuristics.interleaved_memory`; measured 1.1e-5 to 4.6e-5 at 192-1536 ops
@@ -301,6 +334,8 @@ V_MEMORY_S_PER_OP = 6e-5
 #: 1p cases and nothing at 1.5p; 1.0 adds 0.02-0.60% at 1.5p on 3 cases at 60 s (6.2B p4 m8: 644.61 ->
 #: 640.77), 2.0 only 0.02% more on two. It is not in the charge of ``auto``'s candidates (1.6e-5 s per op
 #: and trial of the first search; measured 1e-6 to 3e-6 per op and trial of either): the charge covers both.
+#: Policy until the V tuning set is drawn in ``benchmarks/cases.py``; ``python benchmarks/v_placement.py``
+#: re-checks it.
 V_LOCAL_SEARCH_SHARE = 1.0
 #: The V tight-cap orders' wide grid (:func:`pipesched.solver.heuristics.v_memory.wide_candidates`): the
 #: 96 list-scheduler policies that admit microbatches by memory alone (24 ranks x both W rules x with and
@@ -308,6 +343,8 @@ V_LOCAL_SEARCH_SHARE = 1.0
 #: of 480 policies on the V tuning set at 1.5p (14.6B, 28.3B, 1.5B, 6.2B; p = 4, 8; m = 2p, 4p). Why the
 #: whole family and not a cover: a cover chosen on two profiles lost up to 1.87% to the best of 480 on
 #: the other two, the whole family at most 0.96% (every split of the four profiles into two).
+#: Policy until the V tuning set is drawn in ``benchmarks/cases.py``; ``python benchmarks/v_placement.py``
+#: re-checks it.
 V_WIDE_GRID_ORDER = (
     66, 14, 54, 55, 67, 39, 63, 71, 38, 62, 70, 15, 59, 35, 3, 2, 26, 27, 11, 10, 65, 36, 60, 68, 53, 51, 13,
     52, 69, 61, 24, 37, 64, 48, 1, 0, 49, 25, 34, 58, 12, 50, 9, 57, 33, 8, 32, 56, 22, 78, 30, 82, 42, 74, 6,
@@ -326,10 +363,13 @@ V_WIDE_S_PER_OP = 2.5e-5
 #: How many places an op may jump in one move of the interleaved order search
 #: (:mod:`pipesched.solver.heuristics.interleaved_local`): 8 beat 4 on its tuning set (mean 0.87% against
 #: 0.82% below the better of IZB and the interleaved greedy, never worse on a case).
+#: Policy until its tuning set is drawn in ``benchmarks/cases.py``; ``python benchmarks/anchors.py --only
+#: interleaved`` re-checks it.
 INTERLEAVED_LOCAL_REACH = 8
 #: How many of the best start orders that search goes on to once the two best are searched and trials
 #: are left (8 against 2 on its tuning set with trials to spare: 0.05-0.41% lower on 6 of 12 cases, never
 #: higher; the two best first, so a short budget gives what it gave before).
+#: Policy, like :data:`INTERLEAVED_LOCAL_REACH`.
 INTERLEAVED_LOCAL_STARTS = 8
 #: Share of the nominal limit ``auto`` gives that search (a count of trials, so the answer repeats).
 #: Policy: run to its end at 60 s on the anchors' sizes (385-2753 trials at 192-1536 ops), where CP-SAT
@@ -337,8 +377,11 @@ INTERLEAVED_LOCAL_STARTS = 8
 INTERLEAVED_SEARCH_SHARE = 0.3
 #: Wall seconds per op and trial of that search (one order timed, the tails' re-choosing spread over
 #: them): measured 2.1e-6 to 8.3e-6 at 192-1536 ops, unbounded runs, load about 1; rounded up.
+#: Re-measured by ``python benchmarks/phase_costs.py``.
 INTERLEAVED_TRIAL_S_PER_OP = 1e-5
 #: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
+#: Policy: the largest size of the sweep the ILP proved every case of
+#: (:mod:`pipesched.solver.portfolio.small`).
 ILP_FIRST_OPS = 48
 #: Share of the nominal seconds left after the heuristics that this ILP may use (policy: the slowest
 #: proof of a 30-problem sweep took 3.5 s of a 6 s rest under load; CP-SAT gets the remainder).
@@ -362,51 +405,9 @@ PAIRED_MAX_OPS = 200
 PAIRED_WORKERS = 1
 
 
-# --- planning a model (:mod:`pipesched.solver.planning.planner`, issue 10) -------------------------
-# The search is sized in nominal seconds (each solve's ``time_limit_s``), never from the clock, so the
-# same model and limit give the same plan; the wall clock is only a net (``Plan.wall_cut`` says it cut).
+# --- overlapped F&B pairs in auto (:mod:`pipesched.solver.portfolio.paired`) ---------------------
 
-#: Share of the time limit planned for (solvers may overrun their own limit by a little) (policy).
-PLAN_SAFETY = 0.85
-#: Assumed wall seconds per nominal second of an ``auto`` solve: the nominal budget is the planned wall
-#: time over this. Measured: auto ran 6.4 s on a 4.6 s limit (8B, p = 8, m = 32, memory-capped;
-#: ``benchmarks/plan.py`` at load 2.5).
-PLAN_OVERRUN = 1.3
-#: Shortest nominal limit a candidate is solved with (policy).
-PLAN_MIN_SHARE_S = 0.2
-#: Nominal limit of each rule's solve, at most: ``auto`` sizes its phases by it (its exact phases need
-#: about 1 s) and returns as soon as it proves optimality (policy).
-PLAN_NOMINAL_S = 1.5
-#: Most nominal seconds per local move: a move is one of many steps of the search, and breadth wins
-#: over depth there (``benchmarks/plan.py``'s 8B, V = 128k, v = 2 tight case, each solve of ``plan()``
-#: traced: moves of 0.7-3 s found its best splits; rules solved 5-16 s each were 0.7-1.4% above
-#: their split bounds) (policy).
-PLAN_MOVE_S = 3.0
-#: Nominal seconds a solve that proved its split optimal is charged: ``auto`` returns at once then
-#: (0.15-0.2 s of wall in the trace above), and charging its full limit would starve the moves (policy).
-PLAN_PROVEN_S = 0.2
-#: Local moves solved per round, least split bound first (policy).
-PLAN_MAX_MOVES = 4
-#: Most splits the bound-guided enumeration (:mod:`pipesched.solver.planning.survivors`) lists before it
-#: lowers its target instead; and most stage ends it visits per split allowed (caps, not a clock: the
-#: same model always gets the same splits; policy).
-PLAN_SURVIVORS_MAX = 4000
-PLAN_SURVIVORS_VISITS = 25
-#: Surviving splits (least cheap bound first) whose relaxed Problem's analytic bound is computed to rank
-#: them (about 10-50 ms each at 400-1500 ops) (policy).
-PLAN_SURVIVORS_RANKED = 64
-#: Nominal seconds the search is charged for that enumeration and ranking (0.1-2.4 s of wall on
-#: ``benchmarks/plan.py``'s cases at load 3-8; policy).
-PLAN_SURVIVORS_S = 1.0
 #: Share of ``auto``'s nominal limit the main portfolio gets on the pair-free copy of a problem with
 #: ``costs.overlap_fb`` when the paired CP-SAT model also applies (:mod:`pipesched.solver.portfolio.paired`);
 #: the paired search gets the rest, warm-started from the best schedule so far (policy: half each).
 PAIRED_PLAIN_SHARE = 0.5
-
-# --- the plan bound's V-turn device windows ----------------------------------------------------
-
-#: Most cells (``p (n + 1)⁴ / 4``, ``n`` expanded layers) the min-max DP of
-#: :func:`pipesched.solver.planning.v_turn_window.v_turn_devices` may visit; above it the plan bound
-#: keeps the paired device windows without the turn. 1.5M cells (8B-shaped, p = 4) take about 0.3 s;
-#: a 70B-shaped p = 16 model (190M) would take minutes (policy).
-V_TURN_MAX_CELLS = 5_000_000

@@ -60,7 +60,8 @@ from pipesched.solver import (
     solve,
 )
 from pipesched.solver.bounds.analytic import lower_bound
-from pipesched.solver.budget import (
+from pipesched.solver.budget import records_wall_cuts, wall_cuts
+from pipesched.solver.budget.planning import (
     PLAN_MAX_MOVES,
     PLAN_MIN_SHARE_S,
     PLAN_MOVE_S,
@@ -69,8 +70,6 @@ from pipesched.solver.budget import (
     PLAN_PROVEN_S,
     PLAN_SAFETY,
     PLAN_SURVIVORS_S,
-    records_wall_cuts,
-    wall_cuts,
 )
 
 from .bound import plan_lower_bound, split_bound, window_split

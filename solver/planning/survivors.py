@@ -30,7 +30,11 @@ from collections.abc import Callable
 
 from pipesched.solver import Instance, Memory, Problem
 from pipesched.solver.bounds.analytic import lower_bound
-from pipesched.solver.budget import PLAN_SURVIVORS_MAX, PLAN_SURVIVORS_RANKED, PLAN_SURVIVORS_VISITS
+from pipesched.solver.budget.planning import (
+    PLAN_SURVIVORS_MAX,
+    PLAN_SURVIVORS_RANKED,
+    PLAN_SURVIVORS_VISITS,
+)
 
 from .bound import _makespan_window
 from .induce import InfeasibleSplit, Split, crossings_before, induce, stage_devices

@@ -43,7 +43,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..budget import V_TURN_MAX_CELLS
+from ..budget.planning import V_TURN_MAX_CELLS
 from ..core.tolerance import REL_TOL, cap_with_slack
 from .induce import crossings_before
 from .model import Cluster, ExpandedLayer

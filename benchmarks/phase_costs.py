@@ -1,0 +1,148 @@
+"""What each phase of a solve costs per op, against the figure the budget charges for it.
+
+The portfolio sizes every phase from the nominal time limit with per-op costs in
+``solver/budget/__init__.py``; those figures are idle-core measurements rounded up, about doubled for a
+shared machine. This re-measures each one (CPU seconds, best of three, so the load of the machine enters
+as little as it can) on a few shapes and prints the constant beside the largest measurement and their
+ratio: a ratio below 1 means the budget under-charges that phase and a solve may overrun its limit.
+
+    python benchmarks/phase_costs.py [--out benchmarks/results/phase_costs.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pipesched.solver import Instance, Problem, SolveOptions, methods
+from pipesched.solver import budget as B
+from pipesched.solver.exact.cpsat.formulation import OpGraph, build
+from pipesched.solver.exact.cpsat.run import horizon_value, model_lower
+from pipesched.solver.exact.cpsat.scaling import Scaling
+from pipesched.solver.heuristics.interleaved_memory import POLICIES as IL_POLICIES
+from pipesched.solver.heuristics.interleaved_memory import applies as il_applies
+from pipesched.solver.heuristics.interleaved_memory import interleaved_candidates
+from pipesched.solver.heuristics.trials import Trials
+from pipesched.solver.heuristics.v_memory import POLICIES as VM_POLICIES
+from pipesched.solver.heuristics.v_memory import WIDE_GRID, vm_candidates
+from pipesched.solver.heuristics.v_memory import _policy_orders as v_policy_orders
+from pipesched.solver.heuristics.v_memory import applies as vm_applies
+from pipesched.solver.heuristics.warm_start import first_schedule
+from pipesched.solver.heuristics.zero_bubble import zb_candidates
+from pipesched.solver.timing.finalize import finalize
+from pipesched.solver.timing.retime import Incumbent, compact, retime
+from pipesched.solver.timing.simulate import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import command_line, publish  # noqa: E402
+
+#: Zero-bubble paper 14.6B-like costs, a cap of 1.5 p microbatches (the shapes the tuning set has).
+COSTS = {"forward": 11.3, "backward_input": 11.2, "backward_weight": 8.1, "comm": 0.38}
+
+
+def _problem(p: int, m: int, v: int, placement: str, objective: str = "makespan") -> Problem:
+    return Problem(devices=p, microbatches=m, stages_per_device=v, placement=placement, objective=objective,
+                   costs={k: x / v if k != "comm" else x for k, x in COSTS.items()},
+                   memory={"forward": 1.0 / v, "backward_input": 0.0, "backward_weight": -1.0 / v,
+                           "limit": 1.5 * p / v})
+
+
+SHAPES = {
+    "loop v1 p8 m32 span": _problem(8, 32, 1, "loop", "stage_span"),
+    "loop v2 p8 m32": _problem(8, 32, 2, "loop"),
+    "V p8 m32": _problem(8, 32, 2, "v"),
+    "loop v2 p16 m64": _problem(16, 64, 2, "loop"),
+}
+
+
+def cpu(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best CPU seconds of ``repeats`` runs."""
+    best = float("inf")
+    for _ in range(repeats):
+        c0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - c0)
+    return best
+
+
+def measure(problem: Problem) -> dict[str, float]:
+    """Seconds per op (per op and policy or trial where the constant is) of every phase that applies."""
+    inst = Instance.from_problem(problem)
+    n = inst.num_ops
+    options = SolveOptions(time_limit_s=10.0, workers=1)
+    out: dict[str, float] = {}
+    order = next(iter(zb_candidates(inst, None, keep=1))).order
+    uncapped = problem.model_copy(update={"memory": problem.memory.model_copy(update={"limit": None})})
+    fixed = [m for m in methods() if m.role == "recipe" and m.applies(problem) is None]
+    searches = [m for m in methods() if m.role == "search" and m.applies(problem) is None and m.name != "v-memory"]
+    # a recipe over the cap is refused after its work: time each where it is not
+    out["FIXED_RECIPE_S_PER_OP"] = max(cpu(lambda m=m: m.run(uncapped, options)) for m in fixed) / n
+    out["RECIPE_S_PER_OP"] = max(cpu(lambda m=m: m.run(problem, options), 1) for m in searches) / n
+    out["COMPACT_S_PER_OP"] = cpu(lambda: compact(inst, order)) / n
+    out["TRIAL_S_PER_OP"] = cpu(lambda: simulate(inst, order)) / n  # a trial is one re-timing of the order
+    if inst.objective == "stage_span" and n <= B.EXACT_TIMING_OPS:
+        out["RETIME_S_PER_OP"] = cpu(lambda: retime(inst, order), 1) / n
+    start = simulate(inst, order)
+    out["FINISH_S_PER_OP + FINALIZE_S_PER_OP"] = cpu(lambda: finalize(problem, "x", start, inst=inst)) / n
+    out["SETUP_S_PER_OP"] = cpu(lambda: first_schedule(problem, inst, "x", 0.0, time.perf_counter()), 1) / n
+    sc = Scaling.of(inst)
+    objective = Incumbent.of(inst, order).objective
+    out["BUILD_S_PER_OP"] = cpu(lambda: build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, objective),
+                                              lower=model_lower(inst, sc, 0.0), upper=sc.up(objective) + 1), 1) / n
+    count = 8
+    grid = cpu(lambda: zb_candidates(inst, count * n / B.GRID_OPS_PER_SECOND), 1)
+    out["GRID_OPS_PER_SECOND"] = count * n / grid if grid > 0 else float("inf")
+    if il_applies(inst):
+        out["INTERLEAVED_MEMORY_S_PER_OP"] = cpu(lambda: interleaved_candidates(inst, keep=1), 1) / (n * len(IL_POLICIES))
+        trials = Trials(50)
+        spent = cpu(lambda: interleaved_candidates(inst, keep=1, trials=trials), 1)
+        used = 50 - trials.left
+        if used:
+            out["INTERLEAVED_TRIAL_S_PER_OP"] = (spent - out["INTERLEAVED_MEMORY_S_PER_OP"] * n * len(IL_POLICIES)) / (n * used)
+    if vm_applies(inst):
+        out["V_MEMORY_S_PER_OP"] = cpu(lambda: vm_candidates(inst, keep=1, trials=0), 1) / (n * (len(VM_POLICIES) + 2))
+        out["V_WIDE_S_PER_OP"] = cpu(lambda: list(v_policy_orders(inst, WIDE_GRID[:16], float("inf"), "wide")), 1) / (n * 16)
+    return out
+
+
+#: Constants charged as seconds: measured must be at most the constant. GRID_OPS_PER_SECOND is a rate.
+RATES = ("GRID_OPS_PER_SECOND",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "phase_costs.md")
+    args = parser.parse_args(argv)
+    worst: dict[str, tuple[float, str]] = {}
+    for name, problem in SHAPES.items():
+        for constant, value in measure(problem).items():
+            bad = value < worst[constant][0] if constant in RATES and constant in worst else (
+                constant not in worst or value > worst[constant][0])
+            if bad:
+                worst[constant] = (value, name)
+    rows = ["| constant | charged | measured (worst shape, CPU) | shape | charged / measured |", "|---|---|---|---|---|"]
+    for constant in sorted(worst):
+        value, shape = worst[constant]
+        charged = sum(getattr(B, name.strip()) for name in constant.split("+"))
+        ratio = value / charged if constant in RATES else charged / value if value > 0 else float("inf")
+        rows.append(f"| `{constant}` | {charged:.3g} | {value:.3g} | {shape} | {ratio:.2f} |")
+    text = "\n".join([
+        "# Phase costs: what the budget charges per op against a measurement",
+        "",
+        f"`{command_line('phase_costs.py', argv)}`. CPU seconds per op (per op and policy or trial where the "
+        "constant says so), best of three, the largest over the shapes; for the grid's rate, op-policies per second, "
+        "the smallest. A ratio below 1: the budget under-charges that phase.",
+        "",
+        *rows,
+        "",
+    ])
+    publish(text, args.out)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
