@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipesched.solver.planning import Cluster, Model, Plan
+from pipesched.solver.planning.exports import TORCHTITAN_NAMES, TORCHTITAN_VERSION
 
 
 class PlanRequest(BaseModel):
@@ -21,7 +22,8 @@ class PlanRequest(BaseModel):
         description="How long to wait for the plan before returning 202 with a job (capped by the service).")
     module_names: str | None = Field(
         None, max_length=1000,
-        description="torchtitan names INPUT;BLOCK;OUTPUT, e.g. 'tok_embeddings;layers.{i};norm,output' (the default).")
+        description=f"torchtitan names INPUT;BLOCK;OUTPUT; default {TORCHTITAN_NAMES!r} "
+                    f"(torchtitan {TORCHTITAN_VERSION}'s Llama names).")
 
 
 class PlanResponse(BaseModel):

@@ -22,7 +22,7 @@ from pipesched.solver import Schedule
 from pipesched.solver.core.io import InputError, describe_validation_error
 from pipesched.solver.isolated import call_isolated
 
-from .exports import ModuleNames
+from .exports import TORCHTITAN_NAMES, TORCHTITAN_VERSION, ModuleNames
 from .labels import device_labels
 from .model import Cluster, Model
 from .plan import Plan
@@ -67,12 +67,11 @@ def load_inputs(model_path: str, cluster_path: str | None) -> tuple[Model, Clust
 
 
 def parse_module_names(text: str) -> ModuleNames:
-    """``INPUT;BLOCK;OUTPUT`` with comma-separated input and output names, e.g.
-    ``tok_embeddings;layers.{i};norm,output``."""
+    """``INPUT;BLOCK;OUTPUT`` with comma-separated input and output names, e.g. :data:`TORCHTITAN_NAMES`."""
     parts = text.split(";")
     if len(parts) != 3 or "{i}" not in parts[1]:
         raise InputError(f"--module-names must be INPUT;BLOCK;OUTPUT with {{i}} in BLOCK "
-                         f"(e.g. 'tok_embeddings;layers.{{i}};norm,output'), got {text!r}")
+                         f"(e.g. {TORCHTITAN_NAMES!r}), got {text!r}")
     split = [[x for x in p.split(",") if x] for p in (parts[0], parts[2])]
     return ModuleNames(input=split[0], block=parts[1], output=split[1])
 
@@ -148,7 +147,8 @@ def add_plan_parser(subparsers: argparse._SubParsersAction, torch_csv: TorchCsv 
     p.add_argument("--method", "-m", default="auto", help="schedule method for every split (default auto)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds for the whole plan")
     p.add_argument("--module-names", default=None, metavar="IN;BLOCK;OUT",
-                   help="torchtitan names, default 'tok_embeddings;layers.{i};norm,output'")
+                   help=f"torchtitan module names, default {TORCHTITAN_NAMES!r} (torchtitan {TORCHTITAN_VERSION}'s "
+                   "Llama names; other models: their own)")
     p.add_argument("-o", "--output", default=None, metavar="PLAN.json", help="write the plan here, not stdout")
     if render is not None:
         p.add_argument("--svg", default=None, metavar="GANTT.svg",

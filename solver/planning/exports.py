@@ -6,7 +6,10 @@
   ``Et*3|(tt|)*29,m|L`` in Megatron's docs). With loop placement Megatron puts stage ``s`` on pipeline
   rank ``s mod p``, virtual rank ``s div p``, as pipesched does; V placement has no Megatron equivalent.
 - torchtitan ``module_fqns_per_model_part``: one list of module names per stage, from a pattern
-  (default ``tok_embeddings`` / ``layers.{i}`` / ``norm`` + ``output``; ``{i}`` counts blocks from 0).
+  (default: torchtitan 0.3.0's Llama names, :data:`TORCHTITAN_NAMES`; ``{i}`` counts blocks from 0).
+  torchtitan ignores a name its model does not have, so a wrong name silently drops that module from
+  every stage: the default must be the package's own (its ``models/llama3`` has ``tok_embeddings``,
+  ``layers``, ``norm`` and ``lm_head``).
 
 Which layers are input, block and output follows :func:`~.split.core`: the span of the most repeated
 family of layer kinds is the blocks, what precedes it the input module, what follows it the output
@@ -25,15 +28,30 @@ from .split import core, family
 
 INPUT, BLOCK, OUTPUT, MTP = "E", "t", "L", "m"
 
+#: The torchtitan release whose Llama module names are the default (and whose flags ``export`` writes).
+TORCHTITAN_VERSION = "0.3.0"
+#: torchtitan's Llama names as ``INPUT;BLOCK;OUTPUT`` (the ``--module-names`` syntax): the one place they live.
+TORCHTITAN_NAMES = "tok_embeddings;layers.{i};norm,lm_head"
+
 
 class ModuleNames(BaseModel):
-    """How a framework names the input module, block ``i`` and the output module."""
+    """How a framework names the input module, block ``i`` and the output module (default: torchtitan's
+    Llama names, :data:`TORCHTITAN_NAMES`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input: list[str] = Field(default_factory=lambda: ["tok_embeddings"])
-    block: str = Field("layers.{i}", description="Python format string; {i} is the block's index from 0.")
-    output: list[str] = Field(default_factory=lambda: ["norm", "output"])
+    input: list[str] = Field(default_factory=lambda: _default_part(0))
+    block: str = Field(TORCHTITAN_NAMES.split(";")[1],
+                       description="Python format string; {i} is the block's index from 0.")
+    output: list[str] = Field(default_factory=lambda: _default_part(2))
+
+    def text(self) -> str:
+        """The ``INPUT;BLOCK;OUTPUT`` form (what ``--module-names`` and the API's ``module_names`` take)."""
+        return f"{','.join(self.input)};{self.block};{','.join(self.output)}"
+
+
+def _default_part(k: int) -> list[str]:
+    return TORCHTITAN_NAMES.split(";")[k].split(",")
 
 
 def _roles(layers: list[ExpandedLayer]) -> str:

@@ -41,6 +41,6 @@ def test_parser_expands_groups_and_ignores_commas() -> None:
 def test_torchtitan_names_count_blocks_from_zero() -> None:
     layers = small_model(4).expanded()
     assert torchtitan_fqns(layers, [0, 2, 4, 6]) == [
-        ["tok_embeddings", "layers.0"], ["layers.1", "layers.2"], ["layers.3", "norm", "output"]]
+        ["tok_embeddings", "layers.0"], ["layers.1", "layers.2"], ["layers.3", "norm", "lm_head"]]
     names = ModuleNames(input=["model.embed_tokens"], block="model.layers.{i}", output=["lm_head"])
     assert torchtitan_fqns(layers, [0, 5, 6], names)[1] == ["lm_head"]
