@@ -228,7 +228,8 @@ def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkS
                   memory=_deltas(held_f, held_w), static=block_params(c) / t * static_bytes_per_param(c) / GIB,
                   output=sent, recompute=Recompute(memory=_deltas(sent * GIB, held_w)),
                   parameters=round(block_params(c)))
-    return Model(layers=[embed_layer(c, device), block, head_layer(c, device)])
+    return Model(layers=[embed_layer(c, device), block, head_layer(c, device)],
+                 microbatch_size=c.microbatch_size, sequence_length=c.seq)
 
 
 def default_cluster(config: TransformerConfig, device: DeviceSpec, link: LinkSpec | None = None, *,

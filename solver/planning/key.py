@@ -19,9 +19,10 @@ from .model import Cluster, Model
 
 #: Bump when the canonical form changes: old cache entries then simply stop matching.
 KEY_VERSION = "pipesched-plan-v1"
-#: Layer fields added after v1: left out of the canonical form while unset, so the keys of models
-#: that do not use them are the ones v1 gave.
+#: Layer and Model fields added after v1: left out of the canonical form while unset, so the keys of
+#: models that do not use them are the ones v1 gave.
 _LATER_LAYER_FIELDS = ("parameters", "comm")
+OPTIONAL_MODEL_FIELDS = ("microbatch_size", "sequence_length")
 
 
 def _fold_zero(value: Any) -> Any:
@@ -48,6 +49,7 @@ def canonical_request(model: Model, cluster: Cluster, module_names: str | None =
     m = model.model_dump(mode="json")
     m["layers"] = [{k: v for k, v in layer.items() if not (k in _LATER_LAYER_FIELDS and v is None)}
                    for layer in m["layers"]]
+    m = {k: v for k, v in m.items() if not (k in OPTIONAL_MODEL_FIELDS and v is None)}
     return _fold_zero({"cluster": c, "model": m, "module_names": module_names})
 
 

@@ -103,6 +103,10 @@ class Model(BaseModel):
 
     layers: list[Layer] = Field(..., min_length=1)
     units: Units = Field(default_factory=Units)
+    microbatch_size: int | None = Field(None, ge=1, le=1_000_000, description=(
+        "Sequences per microbatch the costs were made for; a framework export takes its batch sizes from it."))
+    sequence_length: int | None = Field(None, ge=1, le=100_000_000, description=(
+        "Tokens per sequence the costs were made for (recorded with the plan, for the framework's config)."))
 
     @model_validator(mode="after")
     def _check(self) -> Model:
