@@ -84,8 +84,10 @@ def run_ranks(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
     ctx = _context()
     out = ctx.Queue()
     port = free_port()
+    # not daemonic: a rank may start processes of its own, as a trainer's rank does (a local plan is made in
+    # a forked child); the ``finally`` below kills every rank still running, whatever happened
     procs = [ctx.Process(target=_entry, args=(fn, r, world, port, backend, max(5.0, timeout_s * 0.8), threads,
-                                              args, out), daemon=True) for r in range(world)]
+                                              args, out)) for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + timeout_s
