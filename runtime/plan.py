@@ -53,6 +53,39 @@ class PostRecv:
 Instruction = Compute | Send | PostRecv
 
 
+@dataclass(frozen=True)
+class TwinSend:
+    """Under a dual placement, after the step: send gradient bucket ``bucket`` to the twin rank ``peer``."""
+
+    peer: int
+    bucket: int
+
+
+@dataclass(frozen=True)
+class TwinRecv:
+    """Receive the twin's gradient bucket ``bucket`` from ``peer``."""
+
+    peer: int
+    bucket: int
+
+
+def twin_exchange(rank: int, devices: int, buckets: int) -> list[TwinSend | TwinRecv]:
+    """The twin gradient sum's point-to-point calls in posting order (:mod:`.twins`).
+
+    Per bucket the lower rank of the pair sends first and the higher one receives first, so both post
+    the pair's calls in the same order: NCCL pairs a send with the peer's receive by posting order, runs
+    one pair's calls in that order, and a send does not complete before its receive is posted; were
+    both twins to send first, each would wait for the other's receive (gloo buffers sends and would
+    not show it).
+    """
+    peer = devices - 1 - rank
+    out: list[TwinSend | TwinRecv] = []
+    for j in range(buckets):
+        pair: list[TwinSend | TwinRecv] = [TwinSend(peer, j), TwinRecv(peer, j)]
+        out += pair if rank < peer else pair[::-1]
+    return out
+
+
 def prev_stage(inst: Instance, stage: int, microbatch: int) -> int | None:
     """The stage whose F feeds ``stage``'s F for ``microbatch`` (None: the first of its chain).
 

@@ -5,7 +5,8 @@ stage id r of the downward copy (model stage r) and stage id 2p−1−r of the u
 p−1−r), so rank r and its peer p−1−r hold the same two model stages, each having seen half of the
 microbatches. Like the data-parallel all-reduce, the sum sits outside the schedule, after the
 step's last op: each rank sends the peer its gradients of the step (both model stages, flattened in
-model-stage order, one message each way per dtype) and adds what it receives. Addition is commutative, so
+model-stage order, one message each way per dtype, posted in the order :func:`plan.twin_exchange`
+gives, which NCCL needs) and adds what it receives. Addition is commutative, so
 both twins end with bit-identical gradients and their optimizers stay in step.
 
 Gradients accumulated before the step (no ``zero_grad`` in between) are kept out of the exchange:
@@ -22,6 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .errors import PipelineError, PipelineTimeoutError
+from .plan import TwinSend, twin_exchange
 
 #: Tag of the twin exchange, above every message tag of a step (see :func:`comm.message_tag`).
 TWIN_TAG = 2**30
@@ -46,6 +48,7 @@ class TwinSum:
                  timeout_s: float) -> None:
         self.peer = devices - 1 - rank
         self.rank = rank
+        self.devices = devices
         self.group = group
         self.timeout = timedelta(seconds=timeout_s)
         by_model = sorted(stages, key=lambda s: model_stage(s, devices))  # the same layout on both twins
@@ -67,9 +70,11 @@ class TwinSum:
                 self._step_grad_into(k, view)
         try:
             works = []
-            for j, b in enumerate(self.buckets):
-                works += [dist.isend(b.mine, group=self.group, group_dst=self.peer, tag=TWIN_TAG + j),
-                          dist.irecv(b.theirs, group=self.group, group_src=self.peer, tag=TWIN_TAG + j)]
+            for call in twin_exchange(self.rank, self.devices, len(self.buckets)):
+                b, tag = self.buckets[call.bucket], TWIN_TAG + call.bucket
+                works.append(dist.isend(b.mine, group=self.group, group_dst=call.peer, tag=tag)
+                             if isinstance(call, TwinSend) else
+                             dist.irecv(b.theirs, group=self.group, group_src=call.peer, tag=tag))
             for w in works:
                 if w.wait(self.timeout) is False:
                     raise PipelineTimeoutError(f"rank {self.rank}: the twin gradient sum with rank {self.peer} "
