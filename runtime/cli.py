@@ -92,7 +92,7 @@ def _export_torchtitan(found: Plan | Schedule, args: argparse.Namespace) -> int:
         except OSError as e:
             raise InputError(f"cannot create {folder}: {e.strerror or e}") from None
         csv = folder / CSV_FILE
-        module = config_module(args.base, PLAN_FILE, CSV_FILE)
+        module = config_module(args.base, PLAN_FILE, CSV_FILE, Path(MODULE_FILE).stem)
         for name, text in ((PLAN_FILE, found.model_dump_json() + "\n"), (MODULE_FILE, module)):
             _write(folder / name, text)
             written.append(folder / name)

@@ -102,16 +102,17 @@ def torchtitan_job(plan: Plan) -> TorchtitanJob:
 DEFAULT_BASE = "torchtitan.models.llama3.config_registry:llama3_debugmodel"
 
 
-def config_module(base: str = DEFAULT_BASE, plan_file: str = "plan.json", csv_file: str = "schedule.csv") -> str:
-    """A Python module torchtitan loads with ``--module`` (``--config job``): the ``base`` job
+def config_module(base: str = DEFAULT_BASE, plan_file: str = "plan.json", csv_file: str = "schedule.csv",
+                  name: str = "pipesched_job") -> str:
+    """The Python module ``name`` torchtitan loads with ``--module name --config job``: the ``base`` job
     (``MODULE:FUNCTION``) with the pipeline of the plan beside it."""
     module, _, function = base.partition(":")
     if not module or not function.isidentifier():
         raise NotApplicableError(f"--base must be MODULE:FUNCTION, a torchtitan config function (got {base!r})")
     return f'''"""torchtitan {TORCHTITAN_VERSION} job: {base} with the pipeline of the pipesched plan beside this file.
 
-Written by `pipesched export --format torchtitan`. Run it from this folder's parent, e.g.
-    PYTHONPATH=<this folder> torchrun --nproc-per-node <ranks> -m torchtitan.train --module <this module> --config job
+Written by `pipesched export --format torchtitan`. Run it with this folder on the Python path, e.g.
+    PYTHONPATH=<this folder> torchrun --nproc-per-node <ranks> -m torchtitan.train --module {name} --config job
 """
 
 from pathlib import Path

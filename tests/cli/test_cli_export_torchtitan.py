@@ -5,6 +5,7 @@ the flags are run in torchtitan itself by tests/runtime/test_runtime_torchtitan.
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,15 @@ def test_the_default_names_are_torchtitans_and_every_place_says_which_release(ca
     docs = (Path(__file__).resolve().parents[2] / "docs" / "planning.md").read_text()
     for text in (helptext, PlanRequest.model_fields["module_names"].description, docs):
         assert TORCHTITAN_NAMES in text and f"torchtitan {TORCHTITAN_VERSION}" in text
+
+
+def test_the_documented_export_prints_the_documented_flags(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
+    block = doc.split("## torchtitan", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    shown = " ".join(line.lstrip("# ").split("   ")[0] for line in block.splitlines() if line.startswith("# --"))
+    run = subprocess.run(["bash", "-euc", "\n".join(commands)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout.replace(str((tmp_path / "job" / "schedule.csv").resolve()), "/abs/job/schedule.csv")
+    assert shlex.split(printed) == shlex.split(shown)
