@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import time
@@ -20,12 +21,17 @@ def _spin(seconds: float) -> None:
         pass
 
 
+#: The child says it is about to spin; the window opens when the parent reads that line.
+SPINNING = "print('spinning', flush=True)\nwhile True: pass"
+
+
 def _window_with_child_spinning() -> float:
-    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    child = subprocess.Popen([sys.executable, "-c", SPINNING], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)  # the interpreter has started and is spinning
+        ready, _, _ = select.select([child.stdout], [], [], 60)
+        assert ready and child.stdout.readline() == "spinning\n", "the spinning child did not start"
         start = cpu_mark()
-        time.sleep(SPIN_S)
+        time.sleep(SPIN_S)  # the measured window: we idle while the child spins
         end = cpu_mark()
     finally:
         child.kill()
