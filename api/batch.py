@@ -30,13 +30,13 @@ from types import FrameType
 from typing import Any, TextIO
 
 from pipesched.solver.core.canonical import problem_key
-from pipesched.solver.core.io import InputError
+from pipesched.solver.core.io import InputError, write_atomic
 from pipesched.solver.core.schedule import Schedule
 from pipesched.solver.planning.key import plan_key
 from pipesched.solver.planning.plan import Plan
 
 from .batch_engines import Answer, Engine, EngineConfig, StopBatch, make_engine
-from .batch_io import Item, Progress, Row, read_items, write_atomic, write_summary
+from .batch_io import Item, Progress, Row, read_items, write_summary
 from .batch_plans import PlanEngine, make_plan_engine
 
 #: One JSON line per finished solve: name, key, method, time_limit_s (what resume compares).

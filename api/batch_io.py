@@ -7,8 +7,6 @@ notion of an item, a result row and an atomic write.
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,17 +135,6 @@ def read_items(source: str | Path) -> list[Item]:
 
 def _without_name(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "name"}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class Progress:

@@ -17,13 +17,12 @@ imports neither torch nor torchtitan: the config is set through its attributes.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipesched.solver.core.io import write_atomic
 from pipesched.solver.costmodel.hardware import DEVICES
 from pipesched.solver.costmodel.transformer import (
     TransformerConfig,
@@ -82,23 +81,12 @@ class PipelineJob:
         return config
 
 
-def _write_csv(path: Path, text: str) -> None:
-    """Atomically (ranks sharing a filesystem may write the same file at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def job_of(plan: Plan, csv_path: str | Path) -> PipelineJob:
-    """The plan's torchtitan values, with its CSV written to ``csv_path``."""
+    """The plan's torchtitan values, with its CSV written to ``csv_path`` (whole: ranks sharing a
+    filesystem may write the same file at once)."""
     job = torchtitan_job(plan)
-    _write_csv(Path(csv_path), job.csv)
+    Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(csv_path, job.csv)
     return PipelineJob(plan, job, Path(csv_path).resolve())
 
 
@@ -182,7 +170,7 @@ def plan_pipeline(model: Model, cluster: Cluster, csv_path: str | Path, *, url: 
 def _ask(model: Model, cluster: Cluster, url: str | None, client: Any, method: str, time_limit_s: float,
          module_names: str | None) -> Plan:
     if client is None and url is None:
-        from pipesched.solver.core.isolated import call_isolated
+        from pipesched.solver.isolated import call_isolated
         from pipesched.solver.planning import plan
         from pipesched.solver.planning.cli import parse_module_names
 

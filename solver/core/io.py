@@ -1,9 +1,11 @@
-"""Reading problems and schedules from files, with errors a person can act on."""
+"""Reading problems and schedules from files, with errors a person can act on; writing files whole."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,17 @@ def load_schedule(path: str | Path) -> Schedule:
 def dump_json(model: BaseModel) -> str:
     """The canonical JSON text of a problem or schedule (what the CLI writes and the service serves)."""
     return model.model_dump_json(indent=None) + "\n"
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader (or a process writing
+    the same file at the same time) sees the old file or the new one, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -140,3 +140,15 @@ def test_the_documented_export_prints_the_documented_flags(tmp_path: Path) -> No
     assert run.returncode == 0, run.stderr
     printed = run.stdout.replace(str((tmp_path / "job" / "schedule.csv").resolve()), "/abs/job/schedule.csv")
     assert shlex.split(printed) == shlex.split(shown)
+
+
+def test_without_a_service_url_rank_0_plans_on_its_own_machine(plans: dict[str, Plan], tmp_path: Path) -> None:
+    from pipesched.integrations.torchtitan import _ask, job_of
+
+    found = plans["v1"]
+    again = _ask(found.model, found.cluster, None, None, "auto", 2.0, None)
+    assert again.schedule is not None and again.exports.torchtitan_module_fqns == found.exports.torchtitan_module_fqns
+    job = job_of(again, tmp_path / "deep" / "schedule.csv")
+    assert job.csv_path.read_text() == to_torch_csv(again.schedule)
+    assert job.values()["parallelism.pipeline_parallel_schedule_csv"] == str(job.csv_path)
+    assert job.values()["activation_checkpoint"] is None and job.flags()[-1] == "activation_checkpoint:none"
