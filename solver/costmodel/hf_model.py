@@ -127,4 +127,5 @@ def hf_model(a: Architecture, c: TransformerConfig, device: DeviceSpec, ep: int 
     mtp = [_mtp(a, c, ep, device)] if a.mtp_layers else []
     head = head_layer(c, device)  # static: a tied head keeps a copy of the embedding on its stage
     head = head.model_copy(update={"parameters": a.hidden + (0 if a.tied_embeddings else a.vocab * a.hidden)})
-    return Model(layers=[embed_layer(c, device), *blocks, *mtp, head])
+    return Model(layers=[embed_layer(c, device), *blocks, *mtp, head], microbatch_size=c.microbatch_size,
+                 sequence_length=c.seq)
