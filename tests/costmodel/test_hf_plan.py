@@ -40,7 +40,7 @@ def test_dense_and_moe_blocks_are_one_span_and_mtp_is_megatrons_m(small) -> None
     assert core(layers) == (1, 7)
     bounds = [0, 3, 6, 9]
     assert megatron_layout(layers, bounds) == "Et*2|t*3|tmL"
-    assert torchtitan_fqns(layers, bounds)[-1] == ["layers.5", "mtp", "norm", "output"]
+    assert torchtitan_fqns(layers, bounds)[-1] == ["layers.5", "mtp", "norm", "lm_head"]
 
 
 def test_the_all_to_all_becomes_overlap_fb(small) -> None:  # noqa: ANN001

@@ -1,5 +1,5 @@
-"""The Layer fields the cost models fill (``parameters``, ``comm``): checked, and invisible to the
-plan cache key while unset, so every key made before they existed still matches."""
+"""The Layer fields the cost models fill (``parameters``, ``comm``; and the Model's ``microbatch_size``,
+``sequence_length``): checked, and invisible to the plan cache key while unset, so every key made before they existed still matches."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ KEY_BEFORE_THE_FIELDS = "93b163fe08f557b9b04305d864d1117df4d21d3af130f37e399a18f
 
 
 def _example_without_parameters() -> Model:
+    """The example as it was then: no layer ``parameters``, no Model ``microbatch_size`` / ``sequence_length``."""
     model = Model.model_validate_json((ROOT / "examples" / "model_llama3_8b.json").read_text())
-    return model.model_copy(update={"layers": [x.model_copy(update={"parameters": None}) for x in model.layers]})
+    return model.model_copy(update={"layers": [x.model_copy(update={"parameters": None}) for x in model.layers],
+                                    "microbatch_size": None, "sequence_length": None})
 
 
 def test_unset_fields_leave_the_plan_key_as_it_was() -> None:
