@@ -18,6 +18,7 @@ from .analytic import backward_drain, forward_arrival
 from .analytic import lower_bound as analytic_lower_bound
 from .dual import dual_bound
 from .shared_cap import shared_cap_bound
+from .step import step_bound
 from .v_turn import v_turn_bound
 
 
@@ -185,11 +186,18 @@ def relay_bound(inst: Instance) -> float:
 
 
 def combinatorial_bound(inst: Instance) -> float:
-    """The best of the analytic, round-trip (stage span), relay, energy, V-turn and shared-cap bounds; no search."""
+    """The best of the analytic, round-trip (stage span), relay, energy, V-turn and shared-cap bounds; no
+    search. With a step tail (gradient syncs, optimizer), the step's bounds on top (:mod:`.step`)."""
+    pipeline = _pipeline_bound(inst)
+    return step_bound(inst, pipeline) if inst.tail else pipeline
+
+
+def _pipeline_bound(inst: Instance) -> float:
+    """A bound on when the last op ends (the step ends no earlier)."""
     if inst.overlap is not None:  # F&B pairs shorten devices' work: bound the pair-free relaxation
-        return combinatorial_bound(inst.without_overlap())
+        return _pipeline_bound(inst.without_overlap())
     if inst.dual:  # the chains stop at each copy's end: bound the copies (.dual)
-        return dual_bound(inst, combinatorial_bound)
+        return dual_bound(inst, _pipeline_bound)
     best = max(analytic_lower_bound(inst), energy_bound(inst), relay_bound(inst), v_turn_bound(inst),
                shared_cap_bound(inst))
     if inst.objective == "stage_span":

@@ -76,6 +76,10 @@ class Instance:
     #: Per device, the problem's memory limit when ``limit`` keeps back the device's largest transient
     #: for methods that do not model transients (:mod:`pipesched.solver.core.transients`); empty: ``limit``.
     cap: tuple[float, ...] = ()
+    #: The step's tail (:mod:`pipesched.solver.core.step`): per stage id its gradient sync, per device its
+    #: optimizer step; both empty when the problem sets neither (the step ends at the last op).
+    sync: tuple[float, ...] = ()
+    optimizer: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.split < 0:
@@ -104,6 +108,10 @@ class Instance:
         transient = transient if any(transient) else ()
         cap, limit = reserve_transients(limit, transient, [stage_device(s, problem.devices, problem.placement)
                                                            for s in range(stages)])
+        sync = _expand(c.grad_sync, stages, dual)
+        optimizer = tuple(float(x) for x in c.optimizer) if isinstance(c.optimizer, list) else \
+            (float(c.optimizer),) * problem.devices
+        tail = any(sync) or any(optimizer)
         return cls(
             devices=problem.devices,
             microbatches=problem.microbatches,
@@ -121,9 +129,16 @@ class Instance:
             comms=comms,
             transient=transient,
             cap=cap,
+            sync=sync if tail else (),
+            optimizer=optimizer if tail else (),
         )
 
     # ----------------------------------------------------------------- structure
+    @property
+    def tail(self) -> bool:
+        """Whether the step ends after the ops (gradient syncs or optimizer steps to run)."""
+        return bool(self.optimizer)
+
     @property
     def num_stages(self) -> int:
         return len(self.device_of_stage)

@@ -40,14 +40,16 @@ Applies = Callable[[Problem], str | None]
 SolveFn = Callable[[Problem, SolveOptions], Schedule]
 
 
+def _nonzero(value: float | list[float]) -> bool:
+    return any(x != 0 for x in value) if isinstance(value, list) else value != 0
+
+
 def _comm(problem: Problem) -> bool:
-    comm = problem.costs.comm
-    return any(x != 0 for x in comm) if isinstance(comm, list) else comm != 0
+    return _nonzero(problem.costs.comm)
 
 
 def _transient(problem: Problem) -> bool:
-    x = problem.memory.backward_input_transient
-    return any(y != 0 for y in x) if isinstance(x, list) else x != 0
+    return _nonzero(problem.memory.backward_input_transient)
 
 
 #: Optional parts of a problem that change what a schedule must account for beyond its ops and their
@@ -60,6 +62,8 @@ FEATURES: dict[str, Callable[[Problem], bool]] = {
     "costs.comm": _comm,
     "costs.overlap_fb": lambda p: p.costs.overlap_fb is not None,
     "memory.backward_input_transient": _transient,
+    "costs.grad_sync": lambda p: _nonzero(p.costs.grad_sync),
+    "costs.optimizer": lambda p: _nonzero(p.costs.optimizer),
 }
 ALL_FEATURES: frozenset[str] = frozenset(FEATURES)
 

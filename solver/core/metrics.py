@@ -1,25 +1,36 @@
-"""Figures of a timed schedule: makespan, per-device span, objective, peak memory, bubble."""
+"""Figures of a timed schedule: makespan (the step's end), per-device span, objective, peak memory, bubble."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from .instance import Instance, OpId
+from .step import op_ends, step_tail
 
 
 def device_spans(inst: Instance, start: Mapping[OpId, float]) -> list[float]:
-    """Last end minus first start on each device (0 for a device with no ops)."""
+    """Last end minus first start on each device (0 for a device with no ops); with a step tail
+    (:mod:`.step`) a device's span ends at its optimizer step's end."""
     first = [float("inf")] * inst.devices
     last = [float("-inf")] * inst.devices
     for op, t in start.items():
         d = inst.device(op)
         first[d] = min(first[d], t)
         last[d] = max(last[d], t + inst.cost(op))
+    if inst.tail:
+        last = [max(a, b) for a, b in zip(last, step_tail(inst, op_ends(inst, start)).device_ends(), strict=True)]
     return [max(0.0, b - a) if a != float("inf") else 0.0 for a, b in zip(first, last, strict=True)]
 
 
-def makespan(inst: Instance, start: Mapping[OpId, float]) -> float:
+def pipeline_end(inst: Instance, start: Mapping[OpId, float]) -> float:
+    """When the last op ends."""
     return max((t + inst.cost(op) for op, t in start.items()), default=0.0)
+
+
+def makespan(inst: Instance, start: Mapping[OpId, float]) -> float:
+    """When the step ends: the last op, or with a step tail the last optimizer step (:mod:`.step`)."""
+    end = pipeline_end(inst, start)
+    return max(end, step_tail(inst, op_ends(inst, start)).end) if inst.tail else end
 
 
 def objective_value(inst: Instance, start: Mapping[OpId, float]) -> float:

@@ -88,6 +88,13 @@ class Costs(BaseModel):
     overlap_fb: PerStage | None = Field(None, description=(
         "Overlapped F&B (DualPipe): a device may run one F and one B as one combined op lasting "
         "max(F, B, overlap_fb[stage of the F] * (F + B)); each factor in (0, 1]; absent: no overlap."))
+    grad_sync: PerStage = Field(0.0, description=(
+        "Time to synchronise a stage's gradients over its data-parallel group (one number, or one per model "
+        "stage). It starts once the stage's last W ends (its last B with a fused backward), on its device's "
+        "one sync lane, one sync at a time; the step then ends with the optimizer."))
+    optimizer: Number | list[Number] = Field(0.0, description=(
+        "Time of the optimizer step (one number, or one per device): it starts once the device's syncs and "
+        "ops are done. With grad_sync or optimizer set, the objective is the step's end."))
 
 
 class Memory(BaseModel):
@@ -321,6 +328,8 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
                                         dual=dual)
         errors += errs
     errors += _comm_errors(problem.costs.comm, stages)
+    errors += _per_stage("costs.grad_sync", problem.costs.grad_sync, stages, non_negative=True, dual=dual)[0]
+    errors += _per_device("costs.optimizer", problem.costs.optimizer, problem.devices)
     errors += _per_stage("memory.backward_input_transient", problem.memory.backward_input_transient, stages,
                          non_negative=True, dual=dual)[0]
     if problem.costs.overlap_fb is not None:
@@ -357,6 +366,15 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
             if (e := number_error(where, x, non_negative=True)) is not None:
                 errors.append(e)
     return errors
+
+
+def _per_device(name: str, value: float | list[float], devices: int) -> list[str]:
+    """A non-negative number, or one per device."""
+    if isinstance(value, list) and len(value) != devices:
+        return [f"{name} has {len(value)} entries but there are {devices} devices"]
+    values = value if isinstance(value, list) else [value]
+    return [e for d, x in enumerate(values)
+            if (e := number_error(f"{name}[{d}]" if isinstance(value, list) else name, x, non_negative=True))]
 
 
 def _comm_errors(comm: float | list[float], stages: int) -> list[str]:

@@ -44,8 +44,38 @@ def execution_key(op: ScheduledOp) -> tuple[float, float]:
     return (op.start, op.end)
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class TimedSync(BaseModel):
+    """A stage's gradient sync on its device's sync lane (``costs.grad_sync``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: int
+    stage: int
+    start: float
+    end: float
+
+
+class TimedStep(BaseModel):
+    """A device's optimizer step (``costs.optimizer``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: int
+    start: float
+    end: float
+
+
 class Schedule(BaseModel):
-    """A solved (or proven infeasible) problem. Serialised exactly like this by CLI and service."""
+    """A solved (or proven infeasible) problem. Serialised exactly like this by CLI and service.
+
+    With ``costs.grad_sync`` or ``costs.optimizer`` set, the step ends after the ops
+    (:mod:`pipesched.solver.core.step`): ``makespan`` is the step's end (``step_end``), ``pipeline_end``
+    the last op's, and ``syncs`` and ``optimizer_steps`` give the tail; without, those four are absent.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -60,6 +90,15 @@ class Schedule(BaseModel):
     bubble_ratio: float | None = None
     solve_time_s: float = 0.0
     ops: list[ScheduledOp] = Field(default_factory=list)
+    # written only with a step tail, so schedules of problems without one read as they always did
+    pipeline_end: float | None = Field(None, exclude_if=_absent,
+                                       description="When the last op ends (only with a step tail).")
+    step_end: float | None = Field(None, exclude_if=_absent,
+                                   description="When the last optimizer step ends (only with a step tail).")
+    syncs: list[TimedSync] | None = Field(None, exclude_if=_absent,
+                                          description="Each stage's gradient sync (only with a step tail).")
+    optimizer_steps: list[TimedStep] | None = Field(None, exclude_if=_absent,
+                                                    description="Each device's optimizer step (only with a step tail).")
 
     @property
     def has_ops(self) -> bool:

@@ -17,6 +17,7 @@ from ..budget import HEURISTIC_SHARE
 from ..heuristics.catalog import RecipesPhase
 from ..heuristics.interleaved_memory import InterleavedPhase
 from ..heuristics.search import Phase, Search, run_phases
+from ..heuristics.sync_order import SyncOrderPhase
 from ..heuristics.v_greedy import V_GREEDY
 from ..heuristics.v_memory import V_MEMORY, VMemoryPhase
 from ..heuristics.warm_start import GridPhase, HintPhase
@@ -27,7 +28,7 @@ COVERED = (V_GREEDY.name, V_MEMORY.name)
 
 #: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule.
 HEURISTIC_PHASES: tuple[Phase, ...] = (GridPhase(), RecipesPhase(covered=COVERED), InterleavedPhase(),
-                                       VMemoryPhase(), HintPhase())
+                                       VMemoryPhase(), HintPhase(), SyncOrderPhase())
 
 
 @dataclass(frozen=True)

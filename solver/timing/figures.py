@@ -19,8 +19,9 @@ def ops_makespan(ops: Sequence[ScheduledOp]) -> float:
     return max((o.end for o in ops), default=0.0)
 
 
-def ops_spans(ops: Sequence[ScheduledOp], devices: int) -> list[float]:
-    """Per device: last end minus first start (0 for an idle device)."""
+def ops_spans(ops: Sequence[ScheduledOp], devices: int, ends: Sequence[float] = ()) -> list[float]:
+    """Per device: last end minus first start (0 for an idle device); ``ends``: each device's step end
+    (its optimizer step's), when the step has a tail."""
     inf = float("inf")
     lo, hi = [inf] * devices, [-inf] * devices
     for o in ops:
@@ -29,14 +30,17 @@ def ops_spans(ops: Sequence[ScheduledOp], devices: int) -> list[float]:
             lo[d] = a
         if b > hi[d]:
             hi[d] = b
+    for d, e in enumerate(ends):
+        hi[d] = max(hi[d], e)
     return [hi[d] - lo[d] if lo[d] != inf else 0.0 for d in range(devices)]
 
 
-def ops_objective(ops: Sequence[ScheduledOp], devices: int, objective: str) -> float:
-    """``makespan``, or the largest per-device span for ``stage_span``."""
+def ops_objective(ops: Sequence[ScheduledOp], devices: int, objective: str, ends: Sequence[float] = ()) -> float:
+    """``makespan`` (the step's end: ``ends`` are the devices' step ends when the step has a tail), or the
+    largest per-device span for ``stage_span``."""
     if objective == "stage_span":
-        return max(ops_spans(ops, devices), default=0.0)
-    return ops_makespan(ops)
+        return max(ops_spans(ops, devices, ends), default=0.0)
+    return max(ops_makespan(ops), max(ends, default=0.0))
 
 
 def ops_peaks(order: Sequence[Sequence[OpId]], inst: Instance) -> list[float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..bounds.combinatorial import combinatorial_bound
 from ..bounds.feasibility import infeasibility_reason
@@ -11,7 +12,8 @@ from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.problem import Problem
-from ..core.schedule import Schedule, ScheduledOp, Status, execution_key
+from ..core.schedule import Schedule, ScheduledOp, Status, TimedStep, TimedSync, execution_key
+from ..core.step import step_tail
 from ..core.tolerance import slack, within_cap
 from ..core.transients import reserves_transients
 from .retime import compact
@@ -89,6 +91,7 @@ def finalize(
         solve_time_s=round(solve_time_s, 6),
         ops=ops,
         reason=note,
+        **tail_fields(inst, ops),
     )
     errors = validate(schedule, inst)
     if errors:
@@ -99,6 +102,21 @@ def finalize(
             "of a valid schedule: the bound is wrong"
         )
     return schedule
+
+
+def tail_fields(inst: Instance, ops: Sequence[ScheduledOp]) -> dict[str, Any]:
+    """The schedule's step-tail fields (:mod:`pipesched.solver.core.step`) from its timed ops: none
+    without a tail, so those schedules read as before."""
+    if not inst.tail:
+        return {}
+    tail = step_tail(inst, ((o.id, o.end) for o in ops))
+    r = TIME_DECIMALS
+    return {
+        "pipeline_end": round(max((o.end for o in ops), default=0.0), r),
+        "step_end": round(tail.end, r),
+        "syncs": [TimedSync(device=d, stage=s, start=round(a, r), end=round(b, r)) for d, s, a, b in tail.syncs],
+        "optimizer_steps": [TimedStep(device=d, start=round(a, r), end=round(b, r)) for d, a, b in tail.steps],
+    }
 
 
 def status_source(status: Status, objective: float, closed_form: float) -> tuple[Status, str | None]:

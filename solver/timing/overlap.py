@@ -25,7 +25,7 @@ from ..core.problem import Problem
 from ..core.schedule import Schedule, ScheduledOp, Status
 from ..core.tolerance import slack, within_cap
 from .figures import ops_makespan, ops_objective
-from .finalize import TIME_DECIMALS, status_source
+from .finalize import TIME_DECIMALS, status_source, tail_fields
 from .pairs import Pairs, busy_time, duration, pair_map, timed_pairs
 from .simulate import simulate
 from .validate import validate
@@ -62,18 +62,21 @@ def paired_schedule(problem: Problem, inst: Instance, method: str, order: Sequen
             t = round(start[op], TIME_DECIMALS)
             ops.append(ScheduledOp(device=d, stage=op.stage, kind=op.kind, microbatch=op.microbatch, start=t,
                                    end=round(t + duration(inst, op, pairs), TIME_DECIMALS)))
-    objective = ops_objective(ops, inst.devices, inst.objective)
+    tail = tail_fields(inst, ops)
+    ends = [x.end for x in tail["optimizer_steps"]] if tail else []
+    objective = ops_objective(ops, inst.devices, inst.objective, ends)
     closed_form = combinatorial_bound(inst)
     status = status_source(status, objective, closed_form)[0]
     bound = objective if status == "optimal" else min(max(closed_form, lower_bound or 0.0), objective)
     busy = busy_time(ops, pairs)
     schedule = Schedule(
         problem=problem, method=method, status=status,
-        makespan=round(ops_makespan(ops), TIME_DECIMALS), objective_value=round(objective, TIME_DECIMALS),
+        makespan=round(max(ops_makespan(ops), max(ends, default=0.0)), TIME_DECIMALS),
+        objective_value=round(objective, TIME_DECIMALS),
         lower_bound=round(bound, TIME_DECIMALS),
         peak_memory=[round(x, TIME_DECIMALS) for x in peak_memory(inst, order, transients=True)],
         bubble_ratio=round(1.0 - busy / (inst.devices * objective) if objective > 0 else 0.0, TIME_DECIMALS),
-        solve_time_s=round(solve_time_s, 6), ops=ops,
+        solve_time_s=round(solve_time_s, 6), ops=ops, **tail,
     )
     errors = validate(schedule, inst)
     if errors:

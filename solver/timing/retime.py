@@ -1,7 +1,9 @@
 """Optimal start times for a fixed per-device order, under either objective.
 
-For ``makespan`` the simulator's earliest times are optimal. For ``stage_span`` they are not
-always, and neither is :func:`compact` (it only tries two timings): with
+For ``makespan`` the simulator's earliest times are optimal (with a step tail too: every sync and
+optimizer step only moves later when an op does). For ``stage_span`` they are not always, and neither
+is :func:`compact` (it only tries two timings); with a step tail the search below minimises the ops'
+spans and the better of its timing and the earliest is kept, which need not be optimal. Without: with
 the order fixed, the best timing is the linear programme
 
     min Z  s.t.  x_b >= x_a + w_ab            (precedence with comm; next op on a device)
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from ..budget import EXACT_TIMING_OPS
 from ..core.instance import Instance, OpId
-from ..core.metrics import objective_value
+from ..core.metrics import makespan, objective_value
 from ..core.schedule import Order
 from ..core.tolerance import SEARCH_REL_TOL
 from .simulate import latest_starts, simulate
@@ -50,7 +52,10 @@ def compact(inst: Instance, order: Sequence[Sequence[OpId]]) -> dict[OpId, float
 def order_score(inst: Instance, order: Sequence[Sequence[OpId]], start: Mapping[OpId, float]) -> tuple[float, float]:
     """``(objective, makespan)`` of ``start`` when it times ``order`` (ops of a device one after
     another in its list): read from each device's first and last op, ``O(p)`` instead of the
-    ``O(n)`` of :func:`pipesched.solver.core.metrics.objective_value` (the grid scores every order)."""
+    ``O(n)`` of :func:`pipesched.solver.core.metrics.objective_value` (the grid scores every order); with a
+    step tail (gradient syncs, optimizer) the tail needs every op's end, so it is that full computation."""
+    if inst.tail:
+        return objective_value(inst, start), makespan(inst, start)
     spans, end = [], 0.0
     for ops in order:
         if ops:

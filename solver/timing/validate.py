@@ -1,7 +1,8 @@
 """The validator every schedule passes before it leaves the library.
 
 It re-checks each rule of the problem from scratch (op set, durations, devices, dependencies
-with comm, no overlap, memory cap) plus the schedule's own reported figures, and reports every
+with comm, no overlap, memory cap, the step's tail: :mod:`.validate_step`) plus the schedule's own
+reported figures, and reports every
 violation in words rather than stopping at the first.
 """
 
@@ -12,6 +13,7 @@ from ..core.schedule import Schedule
 from ..core.tolerance import WIRE_REL_TOL
 from .figures import ops_bubble, ops_makespan, ops_objective, ops_peaks
 from .pairs import busy_time, duration, timed_pairs
+from .validate_step import step_errors
 
 
 def _close(a: float, b: float, scale: float) -> bool:
@@ -94,10 +96,12 @@ def validate(schedule: Schedule, inst: Instance | None = None, *, limit: int = 5
         if peak > cap + WIRE_REL_TOL * max(1.0, abs(cap)):
             errors.append(f"device {d}: activation memory peaks at {peak:g}, above its limit {cap:g}")
 
+    tail_errors, step_end, ends = step_errors(schedule, inst, tol)
+    errors += tail_errors
     ops = schedule.ops  # figures from the ops' own times (figures.py), never core/metrics.py which filled them
     figures = {
-        "makespan": ops_makespan(ops),
-        "objective_value": ops_objective(ops, inst.devices, inst.objective),
+        "makespan": ops_makespan(ops) if step_end is None else max(ops_makespan(ops), step_end),
+        "objective_value": ops_objective(ops, inst.devices, inst.objective, ends),
     }
     for name, value in figures.items():
         reported = getattr(schedule, name)

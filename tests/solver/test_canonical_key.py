@@ -82,6 +82,10 @@ def _changed(data: dict[str, Any], path: str) -> dict[str, Any] | None:
         costs[field] = _bump(costs.get(field, 1.0))
     elif path == "costs.comm":
         costs["comm"] = _bump(costs.get("comm", 0.0), 0.5)
+    elif path == "costs.grad_sync":
+        costs["grad_sync"] = _bump(costs.get("grad_sync", 0.0), 2.0)
+    elif path == "costs.optimizer":
+        costs["optimizer"] = _bump(costs.get("optimizer", 0.0), 1.5)
     elif path == "costs.overlap_fb":
         current = costs.get("overlap_fb")
         costs["overlap_fb"] = 0.5 if current is None else _bump(current, -0.25)

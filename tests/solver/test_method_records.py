@@ -15,6 +15,8 @@ USES = {
     "costs.comm": {"costs": {"comm": 0.5}},
     "costs.overlap_fb": {"placement": "dual", "stages_per_device": 2, "costs": {"overlap_fb": 0.7}},
     "memory.backward_input_transient": {"memory": {"backward_input_transient": 0.5}},
+    "costs.grad_sync": {"costs": {"grad_sync": [0, 2]}},
+    "costs.optimizer": {"costs": {"optimizer": 1.5}},
 }
 
 
@@ -54,7 +56,7 @@ def test_a_record_rejects_an_unknown_role_or_feature() -> None:
     with pytest.raises(ValueError, match="role"):
         Method("x", "x", "oracle", lambda p, o: solve(p, "gpipe"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown features"):
-        Method("x", "x", "search", lambda p, o: solve(p, "gpipe"), supports=frozenset({"costs.grad_sync"}))
+        Method("x", "x", "search", lambda p, o: solve(p, "gpipe"), supports=frozenset({"costs.pipeline_sync"}))
 
 
 def test_heuristics_by_role_never_include_the_exact_models_or_the_portfolio() -> None:

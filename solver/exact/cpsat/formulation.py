@@ -23,7 +23,8 @@ Variables: an integer start ``x_o`` per op ``o``; a fixed-size interval ``[x_o, 
   (:attr:`CpsatModel.precedences_only`), which CP-SAT searches much faster without its LP;
 - objective ``Z``: makespan ``Z >= end`` of every stage's last op, or stage span
   ``Z >= last_d - first_d`` where, in microbatch order, ``first_d`` is the start of the first
-  forward of the device's lowest stage and ``last_d`` the end of the last microbatch's final op.
+  forward of the device's lowest stage and ``last_d`` the end of the last microbatch's final op;
+  with a step tail (:func:`add_step_tail`) ``last_d`` is the end of the device's optimizer step.
 
 Integer time: costs are multiplied by a :class:`Scaling` and rounded *down*, so every real
 schedule maps (by flooring its times) onto a model solution no worse than it (up to one unit
@@ -60,12 +61,13 @@ class OpGraph:
     prec: list[tuple[OpId, OpId, int]]
     release: dict[OpId, int] = field(default_factory=dict)  # earliest start
     tail: dict[OpId, int] = field(default_factory=dict)  # time that must follow the op's end (makespan)
+    step: bool = False  # every op: the step's tail (syncs, optimizer) is modelled too
 
     @classmethod
     def full(cls, inst: Instance, sc: Scaling) -> OpGraph:
         ops = inst.ops()
         prec = [(a, op, sc.dur(lag)) for op in ops for a, lag in inst.predecessors(op)]
-        return cls(ops, prec)
+        return cls(ops, prec, step=inst.tail)
 
 
 @dataclass
@@ -81,6 +83,10 @@ class CpsatModel:
     dur: dict[OpId, int] = field(default_factory=dict)
     interval: dict[OpId, cp_model.IntervalVar] = field(default_factory=dict)
     objective: cp_model.IntVar | None = None
+    #: Per device, when its step ends (its optimizer step), when the step's tail is modelled.
+    step_end: dict[int, cp_model.LinearExprT] = field(default_factory=dict)
+    sync_start: dict[int, cp_model.IntVar] = field(default_factory=dict)  # per stage
+    step_start: dict[int, cp_model.IntVar] = field(default_factory=dict)  # per device
     #: True when memory caps exist and all of them are expressed exactly by precedences: the model has
     #: no cumulative or reservoir (see :func:`add_memory_chain`).
     precedences_only: bool = False
@@ -319,23 +325,60 @@ def device_first_last(cm: CpsatModel) -> dict[int, tuple[list[OpId], list[OpId]]
     return out
 
 
+# ---- 5b. The step's tail: gradient syncs on one lane per device, then the optimizer -------------
+# y_s >= x_last(s) + d_last(s)            sync of stage s after its last W (B when fused)
+# NoOverlap({[y_s, y_s + g_s) : s on d}) for every device d
+# u_d >= y_s + g_s (s on d),  u_d >= x_o + d_o (o one of d's last ops);  e_d = u_d + opt_d
+
+def add_step_tail(cm: CpsatModel, last: dict[int, tuple[list[OpId], list[OpId]]]) -> None:
+    """The syncs and optimizer steps (:mod:`pipesched.solver.core.step`) as intervals; ``last``: per
+    device the ops one of which ends last (:func:`device_first_last`). In microbatch order a stage's
+    last W (or fused B) is its last microbatch's."""
+    inst, sc, model = cm.inst, cm.sc, cm.model
+    present = set(cm.graph.ops)
+    kind = "W" if inst.split_backward else "B"
+    for d, stages in enumerate(inst.stages_of_device):
+        lane = []
+        step = model.new_int_var(0, cm.horizon, f"u{d}")
+        for s in stages:
+            g = sc.dur(inst.sync[s])
+            y = model.new_int_var(0, max(0, cm.horizon - g), f"y{s}")
+            mbs = inst.stage_microbatches(s)
+            if mbs and (op := OpId(kind, s, mbs[-1])) in present:  # type: ignore[arg-type]
+                model.add(y >= cm.end(op))
+            lane.append(model.new_fixed_size_interval_var(y, g, f"sync{s}"))
+            model.add(step >= y + g)
+            cm.sync_start[s] = y
+        model.add_no_overlap(lane)
+        for op in last.get(d, ([], []))[1]:
+            model.add(step >= cm.end(op))
+        cm.step_start[d] = step
+        cm.step_end[d] = step + sc.dur(inst.optimizer[d])
+
+
 def add_objective(cm: CpsatModel, lower: int, upper: int) -> None:
-    """``Z`` = makespan or stage span, with ``lower <= Z <= upper`` (a valid bound and the incumbent)."""
+    """``Z`` = makespan or stage span, with ``lower <= Z <= upper`` (a valid bound and the incumbent);
+    both end at the step's end when the tail is modelled."""
     model = cm.model
     z = model.new_int_var(max(0, lower), max(lower, upper), "Z")
     fl = device_first_last(cm)
+    if cm.graph.step:
+        add_step_tail(cm, fl)
     if cm.inst.objective == "stage_span":
         for d in sorted(fl):
             firsts, last = fl[d]
-            for op in last:
+            ends = [cm.end(op) for op in last] + ([cm.step_end[d]] if d in cm.step_end else [])
+            for end in ends:
                 for first in firsts:  # Z >= max end - min start
-                    model.add(z >= cm.end(op) - cm.start[first])
+                    model.add(z >= end - cm.start[first])
     else:
         for d in sorted(fl):
             for op in fl[d][1]:
                 model.add(z >= cm.end(op) + cm.graph.tail.get(op, 0))
         for op, t in sorted(cm.graph.tail.items()):
             model.add(z >= cm.end(op) + t)
+        for d in sorted(cm.step_end):
+            model.add(z >= cm.step_end[d])
     model.minimize(z)
     cm.objective = z
 

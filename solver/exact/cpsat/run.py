@@ -37,6 +37,7 @@ from ...core.instance import Instance, OpId
 from ...core.ops import dependency_rank
 from ...core.problem import Problem
 from ...core.schedule import Schedule
+from ...core.step import op_ends, step_tail
 from ...core.tolerance import slack
 from ...timing.finalize import finalize
 from ...timing.retime import Incumbent, retime
@@ -73,11 +74,22 @@ def add_search_order(cm: CpsatModel) -> None:
 
 
 def add_hint(cm: CpsatModel, start: Mapping[OpId, float]) -> None:
-    """Hint every start (floored into model units, which keeps a real schedule feasible)."""
+    """Hint every start (floored into model units, which keeps a real schedule feasible), and the step's
+    tail the schedule gets (:mod:`pipesched.solver.core.step`)."""
     cm.model.clear_hints()
+
+    def unit(t: float) -> int:
+        return max(0, min(cm.horizon, int(math.floor(t * cm.sc.time + 1e-9))))
+
     for op, x in cm.start.items():
         if op in start:
-            cm.model.add_hint(x, max(0, min(cm.horizon, int(math.floor(start[op] * cm.sc.time + 1e-9)))))
+            cm.model.add_hint(x, unit(start[op]))
+    if cm.sync_start and len(start) == len(cm.start):
+        tail = step_tail(cm.inst, op_ends(cm.inst, start))
+        for _, s, a, _ in tail.syncs:
+            cm.model.add_hint(cm.sync_start[s], unit(a))
+        for d, a, _ in tail.steps:
+            cm.model.add_hint(cm.step_start[d], unit(a))
 
 
 def solver_parameters(solver: cp_model.CpSolver, seconds: float, workers: int, *, presolve: bool = False,

@@ -56,7 +56,7 @@ class Scaling:
 
     @classmethod
     def of(cls, inst: Instance) -> Scaling:
-        costs = [x for k in inst.kinds for x in inst.duration[k]] + [inst.comm, *inst.comms]
+        costs = [x for k in inst.kinds for x in inst.duration[k]] + [inst.comm, *inst.comms, *inst.sync, *inst.optimizer]
         top = max(costs + [1e-9])
         time, time_exact = _power_of_ten(costs, MAX_SCALED_COST)
         mems = [x for k in inst.kinds for x in inst.delta[k]] + [x for x in inst.limit if math.isfinite(x)]

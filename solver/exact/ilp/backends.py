@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.errors import NotApplicableError
-from .formulation import IlpModel, pulp
+from .model import IlpModel, pulp
 
 _HIGHS_SCRIPT = Path(__file__).with_name("highs_worker.py")
 

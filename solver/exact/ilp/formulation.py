@@ -19,7 +19,8 @@ Read it next to the maths. For ops ``a, b`` on one device, ``d`` = duration, ``�
   ``Z >= l_d - f_d`` with ``f_d <= x_j <= x_j + d_j <= l_d`` on device ``d`` — :func:`add_objective`;
 - device load (valid inequalities): ops before ``j`` fit between the device's start and ``x_j``,
   ops after it between ``x_j + d_j`` and the device's end — :func:`add_device_load_cuts`;
-- zero-length ops: no 3-cycles of order among them — :func:`add_zero_length_transitivity`.
+- zero-length ops: no 3-cycles of order among them — :func:`add_zero_length_transitivity`;
+- the step's tail (gradient syncs, optimizer) — :mod:`.step`.
 
 The method around it (warm start, horizon, reading back, status) is :mod:`.method`;
 the solvers are run by :mod:`.backends`.
@@ -28,76 +29,14 @@ the solvers are run by :mod:`.backends`.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import ModuleType
 
 from ...core.instance import Instance, OpId
 from ...core.metrics import objective_value
 from ...core.schedule import Order
 from ...core.tolerance import slack
-
-
-def _import_pulp() -> ModuleType:
-    """Import PuLP without letting it import ``highspy``.
-
-    PuLP imports ``highspy`` (when installed) while it is imported, and ``highspy`` next to
-    OR-Tools in one process fails with an undefined symbol. We never use PuLP's in-process HiGHS
-    (HiGHS runs in a subprocess, see :mod:`.highs_worker`), so hide it meanwhile.
-    """
-    if "pulp" in sys.modules or "highspy" in sys.modules:
-        import pulp
-
-        return pulp
-    sys.modules["highspy"] = None  # type: ignore[assignment]  # makes `import highspy` fail
-    try:
-        import pulp
-    finally:
-        del sys.modules["highspy"]
-    return pulp
-
-
-pulp = _import_pulp()
-
-
-def new_var(prob: pulp.LpProblem, name: str, low: float | None = None, up: float | None = None,
-         cat: str = "Continuous") -> pulp.LpVariable:
-    """A variable owned by ``prob`` (PuLP >= 3.3 deprecates the free-standing constructor)."""
-    add = getattr(prob, "add_variable", None)
-    return add(name, low, up, cat) if add else pulp.LpVariable(name, low, up, cat)
-
-
-# ------------------------------------------------------------------------------------ model
-@dataclass
-class IlpModel:
-    """The PuLP problem plus the handles needed to warm-start it and read it back."""
-
-    inst: Instance
-    horizon: float
-    prob: pulp.LpProblem
-    ops: list[OpId]
-    es: dict[OpId, float]
-    ls: dict[OpId, float]
-    start: dict[OpId, pulp.LpVariable] = field(default_factory=dict)
-    #: ``pair[(a, b)]`` for a before b in :attr:`ops` order: a binary, or a fixed 0/1.
-    pair: dict[tuple[OpId, OpId], pulp.LpVariable | int] = field(default_factory=dict)
-    first: dict[int, pulp.LpVariable] = field(default_factory=dict)
-    last: dict[int, pulp.LpVariable] = field(default_factory=dict)
-    objective: pulp.LpVariable | None = None
-
-    def device_ops(self) -> list[list[OpId]]:
-        out: list[list[OpId]] = [[] for _ in range(self.inst.devices)]
-        for op in self.ops:
-            out[self.inst.device(op)].append(op)
-        return out
-
-    def before(self, a: OpId, b: OpId) -> pulp.LpVariable | pulp.LpAffineExpression | int:
-        """``y_ab``: 1 when a runs before b (a binary, its complement, or a constant)."""
-        if (a, b) in self.pair:
-            return self.pair[(a, b)]
-        y = self.pair[(b, a)]
-        return 1 - y
+from .model import IlpModel, new_var, pulp
+from .step import add_step_tail, step_warm_start
 
 
 def _topological(inst: Instance, ops: Sequence[OpId]) -> list[OpId]:
@@ -325,6 +264,7 @@ def build_model(inst: Instance, horizon: float, lower: float, upper: float) -> I
     add_precedences(model)
     add_memory(model)
     add_objective(model, lower, upper)
+    add_step_tail(model)
     add_device_load_cuts(model)
     return model
 
@@ -379,6 +319,7 @@ def set_warm_start(model: IlpModel, start: Mapping[OpId, float]) -> dict[str, fl
         if d in model.first:
             put(model.first[d], start[ops[0]])
             put(model.last[d], max(start[o] + inst.cost(o) for o in ops))
+    step_warm_start(model, start, put)
     assert model.objective is not None
     put(model.objective, objective_value(inst, start))
     return values
