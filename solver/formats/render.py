@@ -35,6 +35,10 @@ from .memory_track import STYLE as MEMORY_STYLE
 KIND_COLOURS = {"F": "#0072B2", "B": "#D55E00", "W": "#009E73"}
 KIND_NAMES = {"F": "F forward", "B": "B backward (input grad)", "W": "W backward (weight grad)"}
 FUSED_NAME = "B backward (fused)"
+#: The step's tail (costs.grad_sync, costs.optimizer): syncs in a thin lane under the row, the optimizer
+#: step in the row (dark grey, unlike the memory track's colours, and Okabe & Ito's sky blue).
+SYNC_COLOUR, OPTIMIZER_COLOUR = "#4D4D4D", "#56B4E9"
+SYNC_HEIGHT = 6
 
 ROW_HEIGHT = 22
 ROW_GAP = 6
@@ -92,7 +96,10 @@ def title_lines(schedule: Schedule) -> tuple[str, str]:
     p = schedule.problem
     bubble = "–" if schedule.bubble_ratio is None else f"{schedule.bubble_ratio:.1%}"
     parts = [schedule.method, schedule.status]
-    if schedule.ops:
+    if schedule.ops and schedule.pipeline_end is not None:
+        parts += [f"step {_figure(schedule.step_end)} (pipeline {_figure(schedule.pipeline_end)})",
+                  f"objective ({p.objective}) {_figure(schedule.objective_value)}"]
+    elif schedule.ops:
         parts += [f"makespan {_figure(schedule.makespan)}",
                   f"objective ({p.objective}) {_figure(schedule.objective_value)}"]
     else:
@@ -123,6 +130,7 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
         ".n{font-size:11px;text-anchor:middle;dominant-baseline:central;fill:#fff;pointer-events:none}",
         ".l{font-size:12px;dominant-baseline:central}.n.dk{fill:#222}.n.sm{font-size:8px}",
     ]
+    rules.append(f".sy{{fill:{SYNC_COLOUR};stroke:#fff;stroke-width:0.4}}.op{{fill:{OPTIMIZER_COLOUR}}}")
     if stroke:
         rules.append("rect.o{stroke:#fff;stroke-width:0.6}")
     for k in kinds:
@@ -131,8 +139,14 @@ def _style(kinds: list[str], chunks: int, stroke: bool) -> str:
     return "".join(rules)
 
 
-def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool, x: float = LEFT) -> list[str]:
+def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool, x: float = LEFT,
+            tail: bool = False) -> list[str]:
     out: list[str] = []
+    if tail:
+        for cls, name in (("sy", "gradient sync"), ("op", "optimizer step")):
+            out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" class="{cls}"/>')
+            out.append(f'<text class="l" x="{x + 23}" y="{y}">{name}</text>')
+            x += 31 + len(name) * 6.6
     for k in kinds:
         name = FUSED_NAME if (fused and k == "B") else KIND_NAMES[k]
         for c in range(chunks):
@@ -152,6 +166,21 @@ def _legend(kinds: list[str], fused: bool, chunks: int, y: float, memory: bool, 
         x += 62
         out.append(f'<rect x="{x}" y="{y - 6}" width="18" height="12" class="mc"/>')
         out.append(f'<text class="l" x="{x + 23}" y="{y}">at the limit</text>')
+    return out
+
+
+def _tail_rects(schedule: Schedule, d: int, left: float, scale: float) -> list[str]:
+    """Device ``d``'s syncs in the lane under its row and its optimizer step in the row."""
+    out = []
+    for x in schedule.syncs or []:
+        if x.device == d and x.end > x.start:
+            out.append(f'<rect x="{_fmt(left + x.start * scale)}" y="{ROW_HEIGHT + 1}" '
+                       f'width="{_fmt((x.end - x.start) * scale)}" height="{SYNC_HEIGHT}" class="sy">'
+                       f"<title>gradient sync of stage {x.stage} · {x.start:g}–{x.end:g}</title></rect>")
+    for x in schedule.optimizer_steps or []:
+        if x.device == d and x.end > x.start:
+            out.append(f'<rect x="{_fmt(left + x.start * scale)}" width="{_fmt((x.end - x.start) * scale)}" '
+                       f'height="{ROW_HEIGHT}" class="op"><title>optimizer step · {x.start:g}–{x.end:g}</title></rect>')
     return out
 
 
@@ -186,11 +215,13 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
     kinds = ["F", "B", "W"] if problem.split_backward else ["F", "B"]
     chunks = problem.stages_per_device
     dual = problem.placement == "dual"
-    horizon = max((o.end for o in schedule.ops), default=0.0)
+    tail = schedule.syncs is not None and bool(schedule.ops)
+    horizon = max([o.end for o in schedule.ops] + [schedule.step_end or 0.0], default=0.0)
     tracks = memory_tracks(schedule) if schedule.ops else []
     memory_range = track_scale(tracks)
     show_memory = memory_range[1] > memory_range[0]
-    pitch = ROW_HEIGHT + ROW_GAP + (MEMORY_HEIGHT + 2 if show_memory else 0)
+    lane = SYNC_HEIGHT + 2 if tail else 0
+    pitch = ROW_HEIGHT + ROW_GAP + lane + (MEMORY_HEIGHT + 2 if show_memory else 0)
     per_device = max(1, len(schedule.ops) // max(1, devices))
     chart_w = min(2400.0, max(900.0, 14.0 * per_device))
     rows_h = devices * pitch
@@ -214,7 +245,7 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
         '<rect width="100%" height="100%" fill="#fff"/>',
         f'<text class="t" x="{left}" y="18">{escape(head)}</text>',
         f'<text class="s" x="{left}" y="35">{escape(sub)}</text>',
-        *_legend(kinds, not problem.split_backward, chunks, 52, show_memory, left),
+        *_legend(kinds, not problem.split_backward, chunks, 52, show_memory, left, tail),
     ]
 
     if not schedule.ops:
@@ -277,13 +308,15 @@ def render_svg(schedule: Schedule, row_labels: list[str] | None = None) -> str:
         out.append(f'<rect x="{left}" width="{_fmt(chart_w)}" height="{ROW_HEIGHT}" fill="url(#idle)"/>')
         out.extend(rows[d])
         out.extend(labels[d])
+        if tail:
+            out.extend(_tail_rects(schedule, d, left, scale))
         out.append("</g>")
         if show_memory:
             tr = tracks[d]
             mem_unit = f" {problem.units.memory}" if problem.units and problem.units.memory else ""
             cap = "none" if math.isinf(tr.limit) else f"{tr.limit:g}{mem_unit}"
             tip = f"device {d} memory: peak {tr.peak:g}{mem_unit}, limit {cap}; shaded where it sits at the limit"
-            out.extend(track_svg(tr, d, left, chart_w, scale, y + ROW_HEIGHT + 2, memory_range,
+            out.extend(track_svg(tr, d, left, chart_w, scale, y + ROW_HEIGHT + 2 + lane, memory_range,
                                  horizon, escape(tip)))
     out.append("</svg>")
     return "\n".join(out) + "\n"
