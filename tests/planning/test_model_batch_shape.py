@@ -10,13 +10,14 @@ from pydantic import ValidationError
 from pipesched.solver.costmodel.hardware import DEVICES
 from pipesched.solver.costmodel.transformer import TransformerConfig, transformer_model
 from pipesched.solver.planning import Cluster, Model, plan
-from pipesched.solver.planning.key import OPTIONAL_MODEL_FIELDS, canonical_request, plan_key
+from pipesched.solver.planning.key import canonical_request, plan_key
+
+OPTIONAL_MODEL_FIELDS = ("microbatch_size", "sequence_length")
 
 CLUSTER = Cluster(devices=2, microbatches=4)
 
 
 def test_unset_they_are_not_in_the_key_and_each_one_set_moves_it() -> None:
-    """(tests/costmodel/test_layer_fields.py pins the key of the 8B example from before they existed.)"""
     model = small_model()
     assert not set(OPTIONAL_MODEL_FIELDS) & set(canonical_request(model, CLUSTER)["model"])
     keys = {plan_key(model, CLUSTER)}
