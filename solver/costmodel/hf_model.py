@@ -47,6 +47,7 @@ from .transformer import (
     head_flops,
     head_layer,
     static_bytes_per_param,
+    step_sizes,
 )
 
 
@@ -87,7 +88,9 @@ def _block(a: Architecture, kind: str, repeat: int, name: str, c: TransformerCon
     total = block_parameters(a, kind)
     expert_bytes = static_bytes_per_param(dataclasses.replace(c, dp=c.dp // ep))
     static = ((total - routed) / t * static_bytes_per_param(c) + routed / (t * ep) * expert_bytes) / GIB
-    return Layer(name=name, repeat=repeat, forward=f + permute + a2a, backward_input=b + permute + a2a,
+    dense, experts = step_sizes((total - routed) / t, c), step_sizes(routed / (t * ep), c, max(1, c.dp // ep))
+    sizes = {k: dense[k] + experts[k] for k in dense}
+    return Layer(name=name, repeat=repeat, forward=f + permute + a2a, backward_input=b + permute + a2a, **sizes,
                  backward_weight=w, memory=_deltas(held_f, held_w), static=static, output=e * n * a.hidden / t / GIB,
                  recompute=Recompute(memory=_deltas(e * n * a.hidden / t, held_w)), parameters=total,
                  comm=LayerComm(forward=a2a, backward_input=a2a) if a2a > 0 else None)
@@ -114,6 +117,8 @@ def _mtp(a: Architecture, c: TransformerConfig, ep: int, device: DeviceSpec) -> 
         "backward_input": block.backward_input + proj + mm + softmax,
         "backward_weight": block.backward_weight + proj + mm + gather, "memory": _deltas(held_f, held_w),
         "static": static, "parameters": own,
+        **{k: v + step_sizes((own - block.parameters + shared) / t, c)[k] for k, v in
+           (("gradient", block.gradient), ("optimizer", block.optimizer))},
         "recompute": Recompute(memory=_deltas(e * n * h / t + 8.0 * n, held_w))})
 
 

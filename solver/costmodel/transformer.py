@@ -34,7 +34,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipesched.solver.planning import Cluster, Layer, LayerMemory, Link, Model, Recompute
+from pipesched.solver.planning import (
+    Cluster,
+    DataParallel,
+    Layer,
+    LayerMemory,
+    Link,
+    Model,
+    Recompute,
+)
 
 from .hardware import DEVICES, GIB, LINKS, DeviceSpec, LinkSpec
 
@@ -126,6 +134,18 @@ def head_params(c: TransformerConfig) -> float:
     return c.hidden + c.vocab * c.hidden
 
 
+def step_sizes(params: float, c: TransformerConfig, shards: int | None = None) -> dict[str, float]:
+    """``gradient`` and ``optimizer`` (GiB) of ``params`` parameters held by one device: the gradient in
+    the training dtype (what the data-parallel sync moves), and what the optimizer step reads and writes:
+    its state twice, the gradient once, the weights once (twice in fp32, where the master copy is the
+    weight), sharded over ``shards`` (default ``dp``) data-parallel ranks under ZeRO >= 1."""
+    w = g = c.element_bytes
+    o = _OPTIMIZER_BYTES[c.optimizer][0 if c.element_bytes < 4 else 1]
+    traffic = 2 * o + g + (2 * w if c.element_bytes >= 4 else w)
+    d = (c.dp if shards is None else shards) if c.zero >= 1 else 1
+    return {"gradient": params * g / GIB, "optimizer": params * traffic / d / GIB}
+
+
 def static_bytes_per_param(c: TransformerConfig) -> float:
     """Weights + gradients + optimizer state per parameter on one device: ``2 + 2 + 12`` bytes for
     mixed-precision Adam (ZeRO paper's ``K = 12``), the sharded parts divided by ``dp``."""
@@ -197,7 +217,8 @@ def embed_layer(c: TransformerConfig, device: DeviceSpec) -> Layer:
     token_ids = 8.0 * n  # int64 ids kept for the embedding's weight gradient
     return Layer(name="embed", forward=gather, backward_input=0.0, backward_weight=gather,
                  memory=_deltas(token_ids, token_ids), static=embedding_params(c) / t * static_bytes_per_param(c) / GIB,
-                 output=e * n * c.hidden / t / GIB, parameters=round(embedding_params(c)))
+                 output=e * n * c.hidden / t / GIB, parameters=round(embedding_params(c)),
+                 **step_sizes(embedding_params(c) / t, c))
 
 
 def head_layer(c: TransformerConfig, device: DeviceSpec) -> Layer:
@@ -209,7 +230,7 @@ def head_layer(c: TransformerConfig, device: DeviceSpec) -> Layer:
     head_f, head_w = head_activations(c)
     return Layer(name="head", forward=mm + softmax, backward_input=mm + softmax, backward_weight=mm,
                  memory=_deltas(head_f, head_w), static=head_params(c) / t * static_bytes_per_param(c) / GIB,
-                 output=0.0, parameters=round(head_params(c)))
+                 output=0.0, parameters=round(head_params(c)), **step_sizes(head_params(c) / t, c))
 
 
 def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkSpec | None = None) -> Model:
@@ -227,7 +248,7 @@ def transformer_model(config: TransformerConfig, device: DeviceSpec, link: LinkS
     block = Layer(name="block", repeat=c.layers, forward=f, backward_input=b, backward_weight=w,
                   memory=_deltas(held_f, held_w), static=block_params(c) / t * static_bytes_per_param(c) / GIB,
                   output=sent, recompute=Recompute(memory=_deltas(sent * GIB, held_w)),
-                  parameters=round(block_params(c)))
+                  parameters=round(block_params(c)), **step_sizes(block_params(c) / t, c))
     return Model(layers=[embed_layer(c, device), block, head_layer(c, device)],
                  microbatch_size=c.microbatch_size, sequence_length=c.seq)
 
@@ -237,13 +258,22 @@ def default_cluster(config: TransformerConfig, device: DeviceSpec, link: LinkSpe
                     placement: Literal["loop", "v"] = "loop",
                     objective: Literal["makespan", "stage_span"] = "makespan") -> Cluster:
     """The :class:`Cluster` of ``devices`` pipeline stages of ``device``: its full memory (the
-    planner subtracts each stage's static memory), and ``link`` for comm. Without a link: NVLink
-    when the whole pipeline (``devices × tp`` GPUs) fits in one 8-GPU node, InfiniBand otherwise.
+    planner subtracts each stage's static memory), and ``link`` for comm. Without a link: 8-GPU nodes,
+    ``8 // tp`` pipeline devices each, NVLink inside a node and InfiniBand between nodes. The step ends
+    with the optimizer (streamed at the device's memory bandwidth) and, with ``dp > 1``, each stage's
+    gradient sync over ``dp`` ranks (InfiniBand when the ``devices × tp × dp`` GPUs span nodes).
     Microbatches default to ``4 × devices`` (1F1B's bubble ``(p-1)/(m+p-1)`` is then 7/39 ≈ 18% at p = 8).
     """
+    def of(spec: LinkSpec) -> Link:
+        return Link(latency=spec.latency_ms, bandwidth=spec.gib_per_ms)
+
+    topology: dict = {}
     if link is None:
-        link = LINKS["nvlink"] if devices * config.tp <= 8 else LINKS["ib"]
+        link = LINKS["nvlink"]
+        topology = {"devices_per_node": max(1, 8 // config.tp), "inter_node_link": of(LINKS["ib"])}
+    dp_link = LINKS["nvlink"] if devices * config.tp * config.dp <= 8 else LINKS["ib"]
+    data_parallel = DataParallel(degree=config.dp, link=of(dp_link), zero=config.zero) if config.dp > 1 else None
     return Cluster(devices=devices, stages_per_device=stages_per_device, placement=placement,
-                   memory_per_device=device.memory_gib,
-                   link=Link(latency=link.latency_ms, bandwidth=link.gib_per_ms),
-                   microbatches=microbatches if microbatches is not None else 4 * devices, objective=objective)
+                   memory_per_device=device.memory_gib, link=of(link),
+                   microbatches=microbatches if microbatches is not None else 4 * devices, objective=objective,
+                   data_parallel=data_parallel, memory_bandwidth=device.hbm_tbps * 1e12 / 1e3 / GIB, **topology)

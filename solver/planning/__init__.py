@@ -1,4 +1,4 @@
-"""Planning a whole model: layer split, recomputation and schedule (issue 10).
+"""Planning a whole model: layer split, recomputation and schedule.
 
 ``plan(model, cluster, method, time_limit_s)`` returns a :class:`Plan`; :mod:`.induce` turns a split
 into the Problem it runs as, :mod:`.split` holds the DPs and the hand rules, :mod:`.bound` the lower
@@ -8,6 +8,7 @@ bound over all splits, :mod:`.exports` the Megatron-LM and torchtitan forms of a
 from .induce import InfeasibleSplit, Split, induce
 from .model import (
     Cluster,
+    DataParallel,
     ExpandedLayer,
     Layer,
     LayerComm,
@@ -20,5 +21,5 @@ from .model import (
 from .plan import Baseline, Exports, Plan, PlanStage
 from .planner import plan
 
-__all__ = ["Baseline", "Cluster", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory",
+__all__ = ["Baseline", "Cluster", "DataParallel", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory",
            "Link", "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]

@@ -107,6 +107,10 @@ def summary(p: Plan) -> str:
             "peak memory per device (static + activations + transient): "
             + " ".join(_ms(x) for x in p.peak_memory),
         ]
+        sched = p.schedule
+        if sched.pipeline_end is not None and sched.step_end is not None:
+            lines.insert(2, f"the step ends {_ms(sched.step_end - sched.pipeline_end)} after the pipeline "
+                            f"({_ms(sched.pipeline_end)}): exposed gradient sync and optimizer step")
     lines.append(f"{p.candidates} splits scheduled in {p.solve_time_s:.3f} s")
     return "\n".join(lines)
 

@@ -5,7 +5,10 @@ ranges, stage ``s`` holding ``[bounds[s], bounds[s+1])`` on device ``stage_devic
 loop, the V fold for ``v``), with a recompute flag per stage.
 
 - ``costs.comm`` has one entry per stage boundary: ``link.time(output of stage k's last layer)`` between
-  stages ``k`` and ``k + 1`` on different devices, 0 where they share one (the V turn).
+  stages ``k`` and ``k + 1`` on different devices (``inter_node_link`` across nodes), 0 where they share
+  one (the V turn).
+- ``costs.grad_sync`` and ``costs.optimizer`` (the step's tail, :func:`step_costs`) from the layers'
+  ``gradient`` and ``optimizer`` sizes, the cluster's ``data_parallel`` and ``memory_bandwidth``.
 - ``costs.overlap_fb`` is set when a layer carries ``comm`` (collectives an overlapped F&B pair can
   hide, :func:`overlap_factor`); otherwise it is absent and the Problem is what it always was.
 - ``memory.backward_input_transient`` is, per recomputed stage, its layers' full ``memory.forward``: live
@@ -191,8 +194,9 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
     sums = [stage_sums(layers, split.bounds[s], split.bounds[s + 1], split.recompute[s], split.count(s))
             for s in range(split.num_stages)]
     where = stage_devices(cluster)
-    comm = [tidy(cluster.link.time(sums[s].output)) if where[s] != where[s + 1] else 0.0
-            for s in range(split.num_stages - 1)]
+    comm = [tidy(cluster.boundary_link(where[s], where[s + 1]).time(sums[s].output)) if where[s] != where[s + 1]
+            else 0.0 for s in range(split.num_stages - 1)]
+    grad_sync, optimizer = step_costs(layers, cluster, split)
     transient = [x.transient for x in sums]
     limits = device_limits(layers, cluster, split, sums)
     limit = None if cluster.memory_per_device is None else [float(x) for x in limits if x is not None]
@@ -202,12 +206,30 @@ def induce(layers: list[ExpandedLayer], cluster: Cluster, split: Split, microbat
         placement=cluster.placement, split_backward=cluster.split_backward, objective=cluster.objective,
         costs=Costs(forward=[x.forward for x in sums], backward_input=[x.backward_input for x in sums],
                     backward_weight=[x.backward_weight for x in sums], comm=comm if comm else 0.0,
-                    overlap_fb=overlap),
+                    overlap_fb=overlap, grad_sync=grad_sync, optimizer=optimizer),
         memory=Memory(forward=[x.d_forward for x in sums], backward_input=[x.d_backward_input for x in sums],
                       backward_weight=[x.d_backward_weight for x in sums], limit=limit,
                       backward_input_transient=transient if any(transient) else 0.0),
         units=problem_units(units),
     )
+
+
+def step_costs(layers: list[ExpandedLayer], cluster: Cluster, split: Split) -> tuple[list[float] | float,
+                                                                                  list[float] | float]:
+    """``costs.grad_sync`` per stage (its layers' gradients over the data-parallel group,
+    :meth:`DataParallel.sync_time`) and ``costs.optimizer`` per device (its layers' optimizer memory over
+    the memory bandwidth); 0 where the cluster has no data parallelism or no memory bandwidth."""
+    dp, bandwidth = cluster.data_parallel, cluster.memory_bandwidth
+    sync: list[float] | float = 0.0
+    if dp is not None and dp.degree > 1:
+        sync = [tidy(dp.sync_time(math.fsum(layers[i].gradient for i in split.layers(s))))
+                for s in range(split.num_stages)]
+    optimizer: list[float] | float = 0.0
+    if bandwidth is not None:
+        where = stage_devices(cluster)
+        optimizer = [tidy(math.fsum(layers[i].optimizer for s in range(split.num_stages) if where[s] == d
+                                    for i in split.layers(s)) / bandwidth) for d in range(cluster.devices)]
+    return sync, optimizer
 
 
 def model_infeasibility(layers: list[ExpandedLayer], cluster: Cluster) -> str | None:

@@ -87,6 +87,12 @@ class Layer(BaseModel):
         "own count; planning does not read it)."))
     comm: LayerComm | None = Field(None, description=(
         "Collective time inside forward / backward_input that an overlapped F&B pair can hide."))
+    gradient: float = Field(0.0, ge=0.0, le=MAX_MAGNITUDE, description=(
+        "Size of one such layer's gradient on one device of its stage (memory unit): what the data-parallel "
+        "sync of Cluster.data_parallel moves."))
+    optimizer: float = Field(0.0, ge=0.0, le=MAX_MAGNITUDE, description=(
+        "Memory one such layer's optimizer step reads and writes on one device (memory unit); the step takes "
+        "it over Cluster.memory_bandwidth."))
 
 
 class Units(BaseModel):
@@ -157,6 +163,8 @@ class ExpandedLayer:
     output: float
     recompute: tuple[float, float, float] | None  # (forward, backward_input, backward_weight) deltas
     comm: tuple[float, float] | None = None  # hideable collective time inside (forward, backward_input)
+    gradient: float = 0.0  # what the data-parallel sync moves
+    optimizer: float = 0.0  # what the optimizer step streams
 
     @classmethod
     def of(cls, index: int, name: str, layer: Layer) -> ExpandedLayer:
@@ -165,7 +173,8 @@ class ExpandedLayer:
                    layer.memory.forward, layer.memory.backward_input, layer.memory.backward_weight,
                    layer.static, layer.output,
                    (rc.forward, rc.backward_input, rc.backward_weight) if rc is not None else None,
-                   (layer.comm.forward, layer.comm.backward_input) if layer.comm is not None else None)
+                   (layer.comm.forward, layer.comm.backward_input) if layer.comm is not None else None,
+                   layer.gradient, layer.optimizer)
 
 
 class Link(BaseModel):
@@ -179,6 +188,27 @@ class Link(BaseModel):
 
     def time(self, size: float) -> float:
         return self.latency + (size / self.bandwidth if self.bandwidth else 0.0)
+
+
+class DataParallel(BaseModel):
+    """The data-parallel replicas of the pipeline: each stage's gradients are synchronised over
+    ``degree`` ranks on ``link`` at the end of a step (:meth:`sync_time`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    degree: int = Field(1, ge=1, le=1_000_000, description="Data-parallel ranks per stage (1: nothing to sync).")
+    link: Link = Field(default_factory=Link, description="What one rank's collective traffic runs over.")
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 0 and 1 all-reduce the gradients, 2 and 3 "
+                      "reduce-scatter them (the parameters' all-gather overlaps the next step's forward).")
+
+    def sync_time(self, size: float) -> float:
+        """A ring collective of a stage's ``size`` of gradients over ``n = degree`` ranks: all-reduce
+        ``2 (n - 1) / n · size / bandwidth + 2 (n - 1) · latency``; reduce-scatter (ZeRO 2, 3) half of it."""
+        n = self.degree
+        if n == 1:
+            return 0.0
+        steps = (n - 1) * (1 if self.zero >= 2 else 2)
+        return steps / n * (size / self.link.bandwidth if self.link.bandwidth else 0.0) + steps * self.link.latency
 
 
 class Cluster(BaseModel):
@@ -195,6 +225,22 @@ class Cluster(BaseModel):
     microbatches: int | list[int] = Field(..., description="The microbatch count, or the counts to choose from.")
     objective: Literal["makespan", "stage_span"] = "makespan"
     split_backward: bool = True
+    data_parallel: DataParallel | None = Field(None, description=(
+        "Replicas of the pipeline: each stage's gradient sync ends the step (costs.grad_sync)."))
+    devices_per_node: int | None = Field(None, ge=1, le=1024, description=(
+        "Pipeline devices per node (device d on node d // devices_per_node); null: one node."))
+    inter_node_link: Link | None = Field(None, description=(
+        "The link between pipeline devices on different nodes (needs devices_per_node); null: link."))
+    memory_bandwidth: float | None = Field(None, gt=0.0, le=1e18, description=(
+        "Device memory bandwidth (memory units per time unit): the optimizer step streams its layers' "
+        "optimizer memory at it (costs.optimizer); null: no optimizer step."))
+
+    def boundary_link(self, a: int, b: int) -> Link:
+        """The link between pipeline devices ``a`` and ``b``: the inter-node one across nodes."""
+        per = self.devices_per_node
+        if per is not None and self.inter_node_link is not None and a // per != b // per:
+            return self.inter_node_link
+        return self.link
 
     @model_validator(mode="after")
     def _check(self) -> Cluster:
@@ -213,6 +259,8 @@ class Cluster(BaseModel):
                 where = f"memory_per_device[{d}]" if isinstance(mem, list) else "memory_per_device"
                 if e := _check_number(where, x, non_negative=True):
                     errors.append(e)
+        if self.inter_node_link is not None and self.devices_per_node is None:
+            errors.append("inter_node_link needs devices_per_node (which devices share a node)")
         if errors:
             raise ValueError("; ".join(errors))
         return self
