@@ -89,6 +89,8 @@ STEPS: tuple[Step, ...] = (
     Step("dualpipe_exact_60s", ("dualpipe_exact.py", "--time-limit", "60", "--max-ops", "96", "--no-auto", "--out",
                                 "benchmarks/results/dualpipe_exact_60s.md"), ("dualpipe_exact_60s.md",), False),
     Step("plan", ("plan.py", "--time-limit", "10"), ("plan.md",), False),
+    Step("step", ("step.py", "--time-limit", "10"), ("step.md",), False),
+    Step("phase_costs", ("phase_costs.py",), ("phase_costs.md",), True),
     Step("plan_60s", ("plan.py", "--time-limit", "60", "-o", "benchmarks/results/plan_60s.md"), ("plan_60s.md",), False),
     Step("batch_stop", ("batch_stop.py", "--trials", "2"), ("batch_stop.md",), False),
     Step("scale_out", ("scale_out.py",), ("scale_out.md",), False),
