@@ -27,16 +27,26 @@ from .model import mlp_stages, reference_grads, sample_batch
 TOLERANCE = 1e-5
 
 
-def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: int = 1) -> list[dict]:
-    """On one rank: run each schedule (JSON) for ``steps`` steps from fresh weights; return grads."""
+def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: int = 1, dp: int = 1) -> list[dict]:
+    """On one rank: run each schedule (JSON) for ``steps`` steps from fresh weights; return grads.
+
+    With ``dp > 1`` the ``world`` ranks are ``dp`` replicas of the pipeline (replica ``k`` holds ranks
+    ``k p .. k p + p - 1``), each fed its share of the batch; each stage's gradients are averaged over
+    the replicas at the end of the step (:mod:`.grad_sync`)."""
     from .executor import PipelineExecutor
 
+    p = world // dp
+    pipe_group, dp_group = _groups(rank, p, dp) if dp > 1 else (None, None)
+    replica, pipe_rank = divmod(rank, p)
     out = []
     for text in schedules:
         schedule = Schedule.model_validate_json(text)
-        mine = _my_modules(schedule, rank)
-        ex = PipelineExecutor(schedule, mine, torch.nn.functional.mse_loss, timeout_s=20)
+        mine = _my_modules(schedule, pipe_rank)
+        ex = PipelineExecutor(schedule, mine, torch.nn.functional.mse_loss, timeout_s=20, group=pipe_group,
+                              data_parallel=dp_group)
         x, y = sample_batch(batch)
+        share = batch // dp
+        x, y = x[replica * share:(replica + 1) * share], y[replica * share:(replica + 1) * share]
         times = []
         for _ in range(steps):
             for m in mine.values():
@@ -48,6 +58,16 @@ def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: 
                  for n, g in m.named_parameters()}
         out.append({"grads": grads, "step_s": min(times)})
     return out
+
+
+def _groups(rank: int, p: int, dp: int) -> tuple[object, object]:
+    """This rank's pipeline group (its replica's ``p`` ranks) and data-parallel group (the ranks holding
+    the same stages in every replica); every rank creates every group, in one order."""
+    import torch.distributed as dist
+
+    pipes = [dist.new_group(list(range(k * p, (k + 1) * p))) for k in range(dp)]
+    replicas = [dist.new_group(list(range(j, p * dp, p))) for j in range(p)]
+    return pipes[rank // p], replicas[rank % p]
 
 
 def _model_stage(schedule: Schedule, stage: int) -> int:
@@ -130,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overlap-fb", type=float, default=None, metavar="FACTOR",
                     help="costs.overlap_fb: a paired F&B lasts FACTOR x (F + B); replayed as F then B")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 2 x microbatches + 1, uneven)")
+    ap.add_argument("--dp", type=int, default=1, help="data-parallel replicas of the pipeline (--world x --dp "
+                    "ranks): each stage's gradients are averaged over them after its last W")
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
     if args.plan is not None:
@@ -144,14 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"check: error: {e}", file=sys.stderr)
         return 2
-    batch = args.batch or 2 * args.microbatches + 1
-    results = run_ranks(replay_rank, args.world, [schedule.model_dump_json()], batch, 3, timeout_s=args.timeout)
+    if args.dp < 1:
+        print(f"check: error: --dp must be >= 1 (got {args.dp})", file=sys.stderr)
+        return 2
+    batch = (args.batch or 2 * args.microbatches + 1) * args.dp
+    results = run_ranks(replay_rank, args.world * args.dp, [schedule.model_dump_json()], batch, 3, args.dp,
+                        timeout_s=args.timeout)
     per_rank = [r.value[0] for r in results]
     diff = grad_diff(schedule, per_rank, batch)
     step_s = max(r["step_s"] for r in per_rank)
     pairs = sum(1 for o in schedule.ops if o.kind == "F" and o.end > o.start
                 and any(q.kind == "B" and (q.device, q.start, q.end) == (o.device, o.start, o.end) for q in schedule.ops))
-    print(f"{args.method}: p={args.world} m={args.microbatches} v={problem.stages_per_device} "
+    print(f"{args.method}: p={args.world} dp={args.dp} m={args.microbatches} v={problem.stages_per_device} "
           f"placement={problem.placement} split_backward={problem.split_backward} batch={batch}"
           + (f" overlap_fb={args.overlap_fb} pairs={pairs} (replayed as F then B)" if args.overlap_fb else ""))
     print(f"max_grad_diff={diff:.3g} step_s={step_s:.6f}")

@@ -27,6 +27,12 @@ placement (docs/dualpipe.md: twin stage modules with the same initial parameters
 p−1−r) the twins' weight gradients of the step are summed after its last op
 (:mod:`pipesched.runtime.twins`), and the returned loss is that of the microbatches whose chain
 ends on this rank.
+
+Data parallelism (``data_parallel``: the group of ranks that hold the same stages in replicas of the
+pipeline): each stage's gradient all-reduce starts once its last W (B when fused) has run on this rank
+and the step waits for all of them after its last op, then runs ``optimizer.step()`` when one is given
+(:mod:`pipesched.runtime.grad_sync`); this is the step's tail that ``costs.grad_sync`` and
+``costs.optimizer`` model.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from pipesched.solver.timing.validate import validate
 
 from .comm import Pending, Transport
 from .errors import PipelineError, ScheduleMismatchError
+from .grad_sync import GradSync
 from .host_memory import keep_freed_host_memory
 from .plan import Message, PostRecv, Send, next_stage, prev_stage, rank_plan
 from .recompute import Replay, forward_again, forward_without_graph
@@ -100,6 +107,8 @@ class PipelineExecutor:
         timeout_s: float = 60.0,
         loss_reduction: Literal["mean", "sum"] = "mean",
         recompute: Collection[int] = (),
+        data_parallel: dist.ProcessGroup | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
     ) -> None:
         keep_freed_host_memory()  # CPU ops then cost what the profiler measured (host_memory.py)
         self.rank = dist.get_rank(group)
@@ -138,6 +147,15 @@ class PipelineExecutor:
         self.last_step_t0 = 0.0
         self.last_op_cpu_s: dict[OpId, float] = {}  # this thread's CPU time per op: survives a loaded machine
         self.last_twin_s = 0.0  # the twin gradient sum after the last step (dual placement)
+        #: the data-parallel gradient sync (:mod:`.grad_sync`) and the optimizer step that end a step
+        self.sync = (GradSync(self.params, data_parallel, self.rank, timeout_s)
+                     if data_parallel is not None and dist.get_world_size(data_parallel) > 1 else None)
+        self.optimizer = optimizer
+        last = "W" if self.split else "B"
+        self._last_ops = {s: sum(1 for o in schedule.ops if o.device == self.rank and o.stage == s and o.kind == last)
+                          for s in self.stages}
+        self.last_sync_wait_s = 0.0  # waiting for the syncs after the last op of the last step
+        self.last_optimizer_s = 0.0
 
     # ------------------------------------------------------------------ step
     def step(self, inputs: torch.Tensor | None = None, targets: torch.Tensor | None = None) -> torch.Tensor | None:
@@ -151,7 +169,14 @@ class PipelineExecutor:
         x_mbs = self._split(inputs, "inputs", firsts[0]) if firsts else []
         y_mbs = self._split(targets, "targets", lasts[0]) if lasts else []
         st = _Step(x_mbs, y_mbs, self._scales(x_mbs or y_mbs), first=self.steps_done == 0)
+        # with twins the sync waits for their sum (both write .grad); otherwise each stage syncs once ready
+        st.sync_left = dict(self._last_ops) if self.sync is not None and self.twins is None else {}
         t_step = time.perf_counter()
+        if self.sync is not None:
+            self.sync.start()
+        for s, n in st.sync_left.items():
+            if n == 0 and self.sync is not None:  # a stage that runs no op this step (a dual copy's)
+                self.sync.ready(s)
         if self.twins is not None:
             self.twins.start()
         for instr in self.plan:
@@ -172,6 +197,7 @@ class PipelineExecutor:
             t_twin = time.perf_counter()
             self.twins.finish()
             self.last_twin_s = time.perf_counter() - t_twin
+        self._end_of_step()
         self.last_step_s = time.perf_counter() - t_step
         self.last_step_t0 = t_step
         self.last_op_s = st.op_s
@@ -180,6 +206,19 @@ class PipelineExecutor:
         self.last_busy_s = sum(st.op_s.values())
         self.steps_done += 1
         return st.loss
+
+    def _end_of_step(self) -> None:
+        """The data-parallel syncs still running (or, with twins, all of them), then the optimizer."""
+        t0 = time.perf_counter()
+        if self.sync is not None:
+            if self.twins is not None:
+                for s in sorted(self.stages):
+                    self.sync.ready(s)
+            self.sync.finish()
+        t1 = time.perf_counter()
+        if self.optimizer is not None:
+            self.optimizer.step()
+        self.last_sync_wait_s, self.last_optimizer_s = t1 - t0, time.perf_counter() - t1
 
     # ------------------------------------------------------------------ instructions
     def _post_recv(self, st: _Step, msg: Message) -> None:
@@ -229,6 +268,10 @@ class PipelineExecutor:
         except Exception as e:
             raise PipelineError(f"rank {self.rank}: {op} failed: {type(e).__name__}: {e}") from e
         t_end = time.perf_counter()
+        if op.stage in st.sync_left and op.kind == ("W" if self.split else "B"):
+            st.sync_left[op.stage] -= 1
+            if st.sync_left[op.stage] == 0 and self.sync is not None:
+                self.sync.ready(op.stage)
         st.op_cpu_s[op] = time.thread_time() - c0
         st.op_s[op] = t_end - t0
         st.timeline[op] = (t_wait, t0, t_end)
@@ -351,3 +394,4 @@ class _Step:
     op_cpu_s: dict[OpId, float] = field(default_factory=dict)
     timeline: dict[OpId, tuple[float, float, float]] = field(default_factory=dict)  # absolute perf_counter
     loss: torch.Tensor | None = None
+    sync_left: dict[int, int] = field(default_factory=dict)  # last-kind ops per stage before its gradient sync
