@@ -10,7 +10,6 @@ the formats layer (planning sits below it).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipesched.solver import Schedule
-from pipesched.solver.core.io import InputError, describe_validation_error
+from pipesched.solver.core.io import InputError, describe_validation_error, parse_json
 from pipesched.solver.isolated import call_isolated
 
 from .exports import TORCHTITAN_NAMES, TORCHTITAN_VERSION, ModuleNames
@@ -36,13 +35,10 @@ RenderSvg = Callable[[Schedule, list[str]], str]
 
 def _read_json(path: str, what: str) -> Any:
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes()
     except OSError as e:
         raise InputError(f"cannot read {what} file {path}: {e.strerror or e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    return parse_json(text, path)
 
 
 def _validate(kind: type[Model] | type[Cluster], data: Any, path: str, what: str) -> Any:

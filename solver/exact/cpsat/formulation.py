@@ -390,14 +390,21 @@ def build(inst: Instance, sc: Scaling, graph: OpGraph, *, horizon: int, lower: i
     cm = CpsatModel(inst, sc, graph, horizon)
     add_op_intervals(cm)
     add_device_no_overlap(cm)
-    add_precedences(cm)
-    add_microbatch_order(cm)
-    exact = add_memory_chain(cm)
-    add_memory(cm, skip=exact)
+    exact = add_schedule_rules(cm)
     capped = {d for d, stages in enumerate(inst.stages_of_device) if stages and math.isfinite(inst.limit[d])}
     cm.precedences_only = bool(capped) and capped <= exact
     add_objective(cm, lower, upper)
     return cm
+
+
+def add_schedule_rules(cm: CpsatModel) -> frozenset[int]:
+    """The precedences, the microbatch order and memory (shared with the model with F&B pairs, which has
+    its own no-overlap); the devices whose memory caps the chains express exactly."""
+    add_precedences(cm)
+    add_microbatch_order(cm)
+    exact = add_memory_chain(cm)
+    add_memory(cm, skip=exact)
+    return exact
 
 
 # ---- 8. Read-back: a solution's per-device order (the caller re-times it exactly) ----------------

@@ -44,11 +44,8 @@ from ...core.tolerance import slack
 from .formulation import (
     CpsatModel,
     OpGraph,
-    add_memory,
-    add_memory_chain,
-    add_microbatch_order,
     add_objective,
-    add_precedences,
+    add_schedule_rules,
 )
 from .scaling import MAX_SCALED_COST, Scaling
 
@@ -202,10 +199,7 @@ def build_paired(inst: Instance, sc: Scaling, pairs: list[Pair], *, horizon: int
     add_op_variables(cm)
     add_pairs(cm)
     add_device_no_overlap(cm)
-    add_precedences(cm)
-    add_microbatch_order(cm)
-    exact = add_memory_chain(cm)
-    add_memory(cm, skip=exact)
+    add_schedule_rules(cm)
     add_objective(cm, lower, upper)
     return cm
 
