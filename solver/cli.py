@@ -67,6 +67,9 @@ def summary(schedule: Schedule) -> str:
             f"makespan {_num(s.makespan)} · objective {_num(s.objective_value)} · "
             f"lower bound {_num(s.lower_bound)}{in_time} · gap {gap} · bubble {bubble}"
         )
+        if s.pipeline_end is not None and s.step_end is not None:
+            lines.append(f"step end {_num(s.step_end)} = pipeline end {_num(s.pipeline_end)} + "
+                         f"{_num(s.step_end - s.pipeline_end)} of gradient sync and optimizer no op hides")
         lines.append(f"peak memory per device{in_memory}: " + " ".join(_num(x) for x in s.peak_memory))
         if (warning := s.problem.memory_warning(s.peak_memory)) is not None:
             lines.append(f"warning: {warning}")

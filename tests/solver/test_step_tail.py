@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import itertools
 from functools import cache
+from pathlib import Path
 
 import pytest
 
-from pipesched.solver import Problem, SolveOptions, methods, solve, validate
+from pipesched.cli import main as cli_main
+from pipesched.solver import Problem, Schedule, SolveOptions, methods, solve, validate
 from pipesched.solver.timing.finalize import from_order
 
 TAIL = {"grad_sync": [3.0, 1.0, 2.0, 4.0], "optimizer": [1.0, 2.0]}
@@ -200,3 +202,12 @@ def test_the_sync_aware_answer_is_never_worse_than_the_sync_blind_one_timed_with
         aware = solve(aware_problem, "auto", SolveOptions(time_limit_s=4))
         assert aware.objective_value <= timed.objective_value + 1e-9
         assert aware.step_end - aware.pipeline_end <= timed.step_end - timed.pipeline_end + 1e-9
+
+
+def test_the_cli_summary_says_how_much_of_the_step_follows_the_pipeline(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(_problem().model_dump_json())
+    assert cli_main(["solve", str(path), "--method", "greedy", "-o", str(tmp_path / "s.json")]) == 0
+    schedule = Schedule.model_validate_json((tmp_path / "s.json").read_text())
+    assert f"step end {schedule.step_end:g} = pipeline end {schedule.pipeline_end:g}" in capsys.readouterr().err
