@@ -131,8 +131,11 @@ def test_presets_and_cluster_defaults() -> None:
     assert cluster.link.latency == pytest.approx(0.01)  # 10 µs
     # 3600 Gbit/s = 450e9 B/s = 450e9 / 2^30 GiB/s, per ms: 0.419095...
     assert cluster.link.bandwidth == pytest.approx(450e9 / GIB / 1e3) == nvlink.gib_per_ms
-    # 16 devices × tp 1 do not fit one 8-GPU node: InfiniBand
-    assert default_cluster(PLAIN, DEVICES["h100"], devices=16).link.latency == pytest.approx(0.02)
+    # 16 devices × tp 1 take two 8-GPU nodes: NVLink inside each, InfiniBand at the boundary between them
+    wide = default_cluster(PLAIN, DEVICES["h100"], devices=16)
+    assert wide.link.latency == pytest.approx(0.01) and wide.devices_per_node == 8
+    assert wide.inter_node_link is not None and wide.inter_node_link.latency == pytest.approx(0.02)
+    assert wide.boundary_link(7, 8) == wide.inter_node_link and wide.boundary_link(6, 7) == wide.link
     own = default_cluster(PLAIN, DEVICE, LinkSpec("x", latency_us=1.0, gbps=8.0), devices=2, microbatches=[4, 8])
     assert own.link.bandwidth == pytest.approx(1e9 / GIB / 1e3) and own.microbatch_choices() == [4, 8]
 
