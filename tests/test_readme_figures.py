@@ -10,22 +10,26 @@ more digits (``156%``, ``13.1``, ``0.83``, ``7902``). Small integers are counts 
 (``p = 8``, ``10 of 12``) and are not checked; neither are code spans (commands) nor columns that
 state inputs rather than measurements (command, target, budget). A figure matches a number in the
 file when that number rounds to it at the figure's precision (``0.83`` matches ``0.828``); a
-percentage also matches the file's fraction (``4.33 %`` matches ``0.0433``). The file's provenance
-section (commit, load, machine) is not searched, so a load average cannot stand in for a figure.
+percentage also matches the file's fraction (``4.33 %`` matches ``0.0433``). The file's header
+(commit, load, machine) is not searched, so a load average cannot stand in for a figure.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from report import read_header  # noqa: E402
+
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]  # figures quoted in docs/ pages are checked too
-PROVENANCE_HEADING = "## Provenance"  # benchmarks/report.py writes it
+PROVENANCE_HEADING = "## Provenance"  # where results files made before the header kept it
 
 _LINK = re.compile(r"\]\((?:\.\./)?(benchmarks/results/[^)\s]+\.md)\)")  # README, or docs/ (../)
 _MD_LINK = re.compile(r"\[[^\]]*\]\([^)]*\)")
@@ -98,9 +102,11 @@ def figures(readme: str) -> tuple[list[Figure], list[str]]:
 
 
 def numbers_in(path: Path) -> list[float]:
-    """Every number of a results file, its provenance section left out."""
-    text = path.read_text().split(PROVENANCE_HEADING, 1)[0]
-    return [float(x) for x in _NUMBER.findall(text)]
+    """Every number of a results file, its header (commit, load, machine) left out."""
+    text = path.read_text()
+    header = read_header(text)
+    body = [line for line in text.splitlines() if not any(line.startswith(f"{k}: ") for k in header)]
+    return [float(x) for x in _NUMBER.findall("\n".join(body).split(PROVENANCE_HEADING, 1)[0])]
 
 
 def found(figure: Figure, numbers: list[float]) -> bool:
