@@ -7,8 +7,8 @@ has two cores.
 
 ``--quick`` runs the steps whose README command finishes in a few minutes at most (their total is
 in ``results/run_all.md`` after a run); ``--full`` adds the long ones: the zero-bubble paper cases
-(24 solves of up to 60 s), the held-out tables (48 solves of 10 s; ``--quick`` runs 6 of each set
-into ``heldout_quick.md``) and the zero-bubble grid's tuning, every unit-cost limit, the placements, determinism, the ILP comparisons,
+(24 solves of up to 60 s), the held-out table (24 solves of 10 s), the tuning and development
+tables (48 solves of 10 s; ``--quick`` runs 6 of each set into ``development_quick.md``) and the zero-bubble grid's tuning, every unit-cost limit, the placements, determinism, the ILP comparisons,
 CP-SAT's clock on the paper cases, the torch runtime, the anchors against torch's orders, the V placement,
 DualPipe, planning, scale-out and cost-model fidelity tables. ``--list`` prints the plan.
 
@@ -59,12 +59,13 @@ STEPS: tuple[Step, ...] = (
     Step("batch_sweep_auto", ("batch_sweep.py", "--method", "auto", "--time-limit", "1"),
          ("batch_sweep_auto.md",), True),
     Step("service_throughput", ("service_throughput.py",), ("service_throughput.md",), True),
-    Step("heldout_quick", ("heldout.py", "--per-set", "6", "--out", "benchmarks/results/heldout_quick.md"),
-         ("heldout_quick.md",), True),
+    Step("development_quick", ("heldout.py", "--per-set", "6", "--out", "benchmarks/results/development_quick.md"),
+         ("development_quick.md",), True),
     Step("unit_costs", ("unit_costs.py",), ("unit_costs.md",), False),
     Step("placements", ("placements.py", "--time-limit", "30"), ("placements.md",), False),
     Step("zb_paper", ("zb_paper.py",), ("zb_paper.md",), False),
-    Step("heldout", ("heldout.py",), ("heldout.md",), False),
+    Step("heldout", ("heldout.py", "--set", "heldout"), ("heldout.md",), False),
+    Step("development", ("heldout.py",), ("development.md",), False),
     Step("tune_zb_policies", ("tune_zb_policies.py",), ("tune_zb_policies.md",), False),
     Step("cpsat_dtime_zb", ("cpsat_dtime.py", "--only", "zb", "--time-limit", "60", "--out",
                             "benchmarks/results/cpsat_dtime_zb.md"), ("cpsat_dtime_zb.md",), False),
