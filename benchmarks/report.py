@@ -10,6 +10,7 @@ quoted figure against its field) and every table of the page, row by row. "Befor
 this module was imported, which every script does first.
 
     python benchmarks/report.py --migrate benchmarks/results/X.md ...   # an older file: header + JSON
+    python benchmarks/report.py --refigure benchmarks/results/X.md ...  # its figures from its page
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def tables(text: str) -> list[dict[str, Any]]:
 
 
 def _command(text: str) -> str | None:
-    found = re.search(r"Made by `(python [^`]+)`", text)
+    found = re.search(r"(?:Made by|Command:) `(python [^`]+)`", text)
     return found.group(1) if found else None
 
 
@@ -161,12 +162,15 @@ def publish(text: str, out: Path, load_before: tuple[float, float, float] | None
     """Print the page and write it to ``out`` (the results file the README links to) under its header,
     and ``out`` with ``.json``: header fields, command, ``figures`` (named figures the script computed,
     the ones the README quotes) and every table."""
+    from figures import derived  # benchmarks/figures.py reads this module's tables()
+
     fields = header_fields(load_before)
     full = _header(fields) + text.strip("\n") + "\n"
     print(full)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(full)
-    record = {**fields, "command": _command(text), "figures": dict(figures or {}), "tables": tables(text)}
+    record = {**fields, "command": _command(text), "figures": {**derived(text), **(figures or {})},
+              "tables": tables(text)}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1, default=float) + "\n")
 
 
@@ -209,12 +213,33 @@ def migrate(path: Path) -> bool:
     return True
 
 
+def refigure(path: Path) -> bool:
+    """Recompute the ``figures`` of a results file's JSON from its page (benchmarks/figures.py), for a
+    page written before its extractor existed; the figures a script passed itself are kept. False
+    when the page's script has no extractor or the file has no JSON."""
+    from figures import derived
+
+    record_path = path.with_suffix(".json")
+    found = derived(path.read_text())
+    if not found or not record_path.is_file():
+        return False
+    record = json.loads(record_path.read_text())
+    record["figures"] = {**record.get("figures", {}), **found}
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Give results files made before the header their header and JSON.")
-    ap.add_argument("--migrate", nargs="+", type=Path, required=True, metavar="RESULTS.md")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--migrate", nargs="+", type=Path, metavar="RESULTS.md")
+    mode.add_argument("--refigure", nargs="+", type=Path, metavar="RESULTS.md",
+                      help="recompute the JSON's figures from the page (benchmarks/figures.py)")
     args = ap.parse_args(argv)
-    for path in args.migrate:
+    for path in args.migrate or []:
         print(f"{path}: {'migrated' if migrate(path) else 'left as it is (header present or no provenance)'}")
+    for path in args.refigure or []:
+        print(f"{path}: {'figures recomputed' if refigure(path) else 'no extractor for its script, or no JSON'}")
     return 0
 
 
