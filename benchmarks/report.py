@@ -2,11 +2,11 @@
 
 A figure means little without the code and the machine that made it: this project's machine has
 2 cores shared with other jobs, so the load average around a run matters as much as the commit.
-``publish`` therefore begins every results file with a header (``commit: <sha>``, then the load
-average before and after, cores, CPU model, memory, Python and the versions of the packages that do
-the work) and writes a JSON file beside it: the same header fields, the command, the figures the
-script names (``figures=``, what the README quotes: ``tests/test_readme_figures.py`` checks each
-quoted figure against its field) and every table of the page, row by row. "Before" is the load when
+``publish`` therefore begins every results file with a header (``commit: <sha>`` as the tree was when
+the script started, then the load average before and after, cores, CPU model, memory, Python and the
+versions of the packages that do the work) and writes a JSON file beside it: the same header fields, the command, the figures the
+script names (``figures=``, and those ``benchmarks/figures.py`` reads from the page: what the README
+quotes, ``tests/test_readme_figures.py`` checks each against its field) and every table of the page, row by row. "Before" is the load when
 this module was imported, which every script does first.
 
     python benchmarks/report.py --migrate benchmarks/results/X.md ...   # an older file: header + JSON
@@ -31,8 +31,8 @@ from typing import Any
 PROVENANCE_HEADING = "## Provenance"
 #: The header's fields, in order; the first line of every results file is ``commit: <sha>``.
 HEADER_FIELDS = ("commit", "load average (1 / 5 / 15 min)", "machine", "software")
-#: Paths whose uncommitted changes do not change what a benchmark measures (results and prose).
-NOT_CODE = ("benchmarks/results/", "docs/", "README.md")
+#: Paths whose uncommitted changes do not change what a benchmark measures (results, prose, tests).
+NOT_CODE = ("benchmarks/results/", "docs/", "README.md", "tests/")
 
 #: The packages whose versions change what a benchmark measures.
 KEY_PACKAGES = ("ortools", "pulp", "highspy", "fastapi", "starlette", "uvicorn", "pydantic",
@@ -40,6 +40,7 @@ KEY_PACKAGES = ("ortools", "pulp", "highspy", "fastapi", "starlette", "uvicorn",
 
 _REPO = Path(__file__).resolve().parent.parent
 _LOAD_AT_IMPORT = os.getloadavg()
+_COMMIT_AT_IMPORT: str | None = None  # set below, once commit() is defined: the code the run starts with
 
 
 def command_line(script: str, argv: list[str] | None) -> str:
@@ -68,6 +69,9 @@ def commit() -> str:
         return head
     shown = ", ".join(changed[:6]) + (", ..." if len(changed) > 6 else "")
     return f"{head} dirty (tracked files changed: {len(changed)}: {shown})"
+
+
+_COMMIT_AT_IMPORT = commit()
 
 
 def _cpu_model() -> str:
@@ -115,7 +119,7 @@ def _load(load: tuple[float, float, float]) -> str:
 def header_fields(load_before: tuple[float, float, float] | None = None) -> dict[str, str]:
     """Commit, load (1/5/15 min) before and after, machine, software: the header of a results file."""
     before = load_before or _LOAD_AT_IMPORT
-    return dict(zip(HEADER_FIELDS, (commit(), f"{_load(before)} before, {_load(os.getloadavg())} after",
+    return dict(zip(HEADER_FIELDS, (_COMMIT_AT_IMPORT or commit(), f"{_load(before)} before, {_load(os.getloadavg())} after",
                                     machine(), versions()), strict=True))
 
 
