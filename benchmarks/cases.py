@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipesched.solver import Problem
 
@@ -96,18 +98,28 @@ def _problem(rng: random.Random, prof: Profile, p: int, m: int, placement: str, 
     )
 
 
-def draw(seed: int, grid: tuple[tuple[int, int], ...], size: int = SET_SIZE) -> list[Case]:
-    """``size`` cases cycling over ``grid``; everything else drawn from ``seed``."""
+def layout(rng: random.Random) -> tuple[str, int, str, float]:
+    """Placement, v, objective (stage_span 3 in 4) and cap factor (uniform in [1, 2]) of one case, drawn
+    after its model (``benchmarks/heldout_draw.py`` draws the held-out set's the same way)."""
+    placement, v = rng.choice(PLACEMENTS)
+    objective = rng.choice(("stage_span", "stage_span", "stage_span", "makespan"))
+    return placement, v, objective, round(rng.uniform(1.0, 2.0), 2)
+
+
+def draw(seed: int, grid: tuple[tuple[int, int], ...], size: int = SET_SIZE, models: Sequence[Any] = PROFILES,
+         build: Callable[..., Problem] | None = None) -> list[Case]:
+    """``size`` cases cycling over ``grid``; everything else drawn from ``seed``: a model (anything with
+    a ``model`` name), its layout, then the problem ``build`` makes of them (default: the paper's
+    formulas)."""
     rng = random.Random(seed)
+    build = build or _problem
     cases = []
     for i in range(size):
         p, m = grid[i % len(grid)]
-        prof = rng.choice(PROFILES)
-        placement, v = rng.choice(PLACEMENTS)
-        objective = rng.choice(("stage_span", "stage_span", "stage_span", "makespan"))
-        cap = round(rng.uniform(1.0, 2.0), 2)
+        prof = rng.choice(models)
+        placement, v, objective, cap = layout(rng)
         name = f"{prof.model} p{p} m{m} {placement}{v} {cap}p {objective}"
-        cases.append(Case(name, prof.model, cap, _problem(rng, prof, p, m, placement, v, objective, cap)))
+        cases.append(Case(name, prof.model, cap, build(rng, prof, p, m, placement, v, objective, cap)))
     return cases
 
 

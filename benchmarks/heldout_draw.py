@@ -35,19 +35,21 @@ from pipesched.solver.costmodel import DEVICES, LINKS, TransformerConfig
 from pipesched.solver.costmodel.hardware import GIB
 from pipesched.solver.costmodel.transformer import block_activations, block_flops
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cases  # noqa: E402  (the other sets' draw: placements, objectives, caps; their jitter)
+from cases import JITTER  # noqa: E402
+
 OUT = Path(__file__).resolve().parent / "heldout_cases.json"
 SEED = 20270114
 SIZE = 24
-JITTER = 0.02
 GRID = tuple((p, m) for p in (5, 10, 20) for m in (2 * p + 1, 3 * p + 2, 6 * p))
-PLACEMENTS = (("loop", 1), ("loop", 2), ("loop", 4), ("v", 2))
 
 
 @dataclass(frozen=True)
 class Published:
     """A published model shape, the device it is costed on and the link between stages."""
 
-    name: str
+    model: str
     config: TransformerConfig
     device: str
     link: str
@@ -92,19 +94,9 @@ def _problem(rng: random.Random, model: Published, p: int, m: int, placement: st
 
 
 def draw() -> list[dict]:
-    rng = random.Random(SEED)
-    cases = []
-    for i in range(SIZE):
-        p, m = GRID[i % len(GRID)]
-        model = rng.choice(MODELS)
-        placement, v = rng.choice(PLACEMENTS)
-        objective = rng.choice(("stage_span", "stage_span", "stage_span", "makespan"))
-        cap = round(rng.uniform(1.0, 2.0), 2)
-        problem = _problem(rng, model, p, m, placement, v, objective, cap)
-        name = f"{model.name} p{p} m{m} {placement}{v} {cap}p {objective}"
-        cases.append({"name": name, "model": model.name, "cap_factor": cap,
-                      "problem": problem.model_dump(mode="json", exclude_none=True)})
-    return cases
+    return [{"name": c.name, "model": c.profile, "cap_factor": c.cap_factor,
+             "problem": c.problem.model_dump(mode="json", exclude_none=True)}
+            for c in cases.draw(SEED, GRID, SIZE, MODELS, _problem)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists():
         print(f"{args.out} exists: a held-out set is drawn once and never redrawn in place", file=sys.stderr)
         return 2
-    record = {"drawn_by": "python benchmarks/heldout_draw.py", "seed": SEED, "grid": [list(x) for x in GRID], "models": [m.name for m in MODELS],
+    record = {"drawn_by": "python benchmarks/heldout_draw.py", "seed": SEED, "grid": [list(x) for x in GRID], "models": [m.model for m in MODELS],
               "rule": "No solver change is made because of what this set shows; once it has been looked at "
                       "for design, a new set is drawn into a new file (docs/heldout.md).",
               "cases": draw()}

@@ -63,19 +63,23 @@ class Figure:
         return f"README.md:{self.line}: {self.text!r}"
 
 
-def _cells(line: str) -> list[str]:
+def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def _tables(lines: list[str]) -> list[tuple[int, list[str]]]:
-    """(index of the header line, table lines) of every markdown table."""
+def md_tables(lines: list[str]) -> list[tuple[int, list[str], list[str]]]:
+    """(index of the header line, the caption paragraph's lines, the table's lines) of every markdown
+    table (tests/test_readme_figures.py reads docs pages with it too)."""
     found, i = [], 0
     while i < len(lines):
         if lines[i].startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
             j = i
             while j < len(lines) and lines[j].startswith("|"):
                 j += 1
-            found.append((i, lines[i:j]))
+            k = i
+            while k > 0 and lines[k - 1].strip():
+                k -= 1
+            found.append((i, lines[k:i], lines[i:j]))
             i = j
         else:
             i += 1
@@ -112,15 +116,15 @@ def figures(text: str) -> list[Figure]:
     """Every number (and marked word) in the ``result`` column of the page's benchmark tables."""
     lines = text.splitlines()
     out: list[Figure] = []
-    for start, table in _tables(lines):
-        header = [h.lower() for h in _cells(table[0])]
+    for start, _, table in md_tables(lines):
+        header = [h.lower() for h in cells(table[0])]
         if RESULT_COLUMN not in header or "benchmarks/" not in "\n".join(table):
             continue
         column = header.index(RESULT_COLUMN)
         for offset, row in enumerate(table[2:], start=2):
-            cells = _cells(row)
-            if column < len(cells):
-                out += _cell_figures(cells[column], start + offset + 1, tuple(_LINK.findall(row)))
+            row_cells = cells(row)
+            if column < len(row_cells):
+                out += _cell_figures(row_cells[column], start + offset + 1, tuple(_LINK.findall(row)))
     return out
 
 

@@ -106,40 +106,18 @@ class Figure:
     files: tuple[str, ...]
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def _tables(lines: list[str]) -> list[tuple[int, list[str], list[str]]]:
-    """(index of the first line, caption lines, table lines) for every markdown table."""
-    found, i = [], 0
-    while i < len(lines):
-        if lines[i].startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: "):
-            j = i
-            while j < len(lines) and lines[j].startswith("|"):
-                j += 1
-            k = i
-            while k > 0 and lines[k - 1].strip():
-                k -= 1
-            found.append((i, lines[k:i], lines[i:j]))
-            i = j
-        else:
-            i += 1
-    return found
-
-
 def page_figures(text: str) -> list[Figure]:
     """The checked figures of every benchmark table of a docs page."""
     out: list[Figure] = []
-    for start, caption, table in _tables(text.splitlines()):
+    for start, caption, table in readme_figures.md_tables(text.splitlines()):
         caption_text = " ".join(caption)
         if "benchmarks/" not in caption_text + " ".join(table):
             continue
         caption_links = tuple(_LINK.findall(caption_text))
-        header = [h.lower() for h in _cells(table[0])]
+        header = [h.lower() for h in readme_figures.cells(table[0])]
         for offset, row in enumerate(table[2:], start=2):
             files = tuple(_LINK.findall(row)) or caption_links
-            for column, cell in zip(header, _cells(row), strict=False):
+            for column, cell in zip(header, readme_figures.cells(row), strict=False):
                 if any(word in column for word in _INPUT_COLUMNS) or not files:
                     continue
                 plain = _CODE.sub(" ", _MD_LINK.sub(" ", cell))
