@@ -140,31 +140,27 @@ SNAPSHOTS: dict[str, str] = {
 
 
 #: Linked results files whose re-run waits on a change in progress: the solver refactor keeps
-#: deterministic answers but moves timing, so the long runs are made once, after it, on a quiet machine
-#: (``python benchmarks/run_all.py --stale``). tests/test_results_current.py fails on a stale file not
+#: deterministic answers but moves timing, so the long runs and every wall-clock figure are made once,
+#: after it, on a quiet machine (``python benchmarks/run_all.py --stale``). tests/test_results_current.py fails on a stale file not
 #: listed here and on a listed file that is current again, so this only shrinks.
 RERUN_PENDING: dict[str, str] = {
     "anchors_interleaved_60s.md": "4 cases at 10 s and 60 s",
-    "auto_time_limits.md": "quick step",
+    "auto_time_limits.md": "a quick step, but wall-clock figures (wall time against the limit): re-run on a quiet machine",
     "batch_stop.md": "service and batch processes, signals",
-    "batch_sweep.md": "quick step",
-    "batch_sweep_auto.md": "quick step",
-    "bound_tightness.md": "quick step",
-    "bubble_closed_forms.md": "quick step",
-    "classic.md": "quick step",
-    "cpsat_dtime.md": "quick step",
+    "batch_sweep.md": "a quick step, but wall-clock figures (problems per second): re-run on a quiet machine",
+    "batch_sweep_auto.md": "a quick step, but wall-clock figures (problems per second): re-run on a quiet machine",
+    "cpsat_dtime.md": "a quick step, but wall-clock figures (deterministic units per wall second): re-run on a quiet machine",
     "cpsat_dtime_zb.md": "made before results files named their commit; CP-SAT at 60 s on the paper cases",
     "determinism.md": "made before results files named their commit; two processes per problem",
     "dualpipe.md": "DualPipe recipes and auto at equal memory",
     "dualpipe_exact.md": "cpsat and auto by size, up to their limits",
-    "greedy_speed.md": "quick step",
-    "greedy_vs_recipes.md": "quick step",
+    "greedy_speed.md": "a quick step, but wall-clock figures (wall seconds at 24k ops): re-run on a quiet machine",
     "ilp_backends.md": "made before results files named their commit; CBC and HiGHS at 20 s",
     "ilp_vs_cpsat.md": "made before results files named their commit; 30 cases at 10 s each method",
     "placements.md": "made before results files named their commit; auto at 30 s per placement",
     "scale_out.md": "PostgreSQL workers and a Ray cluster; needs both cores idle",
     "scale_out_hits.md": "cache hits while workers saturate both cores; needs an idle machine",
-    "service_throughput.md": "quick step",
+    "service_throughput.md": "a quick step, but wall-clock figures (requests per second): re-run on a quiet machine",
     "tune_zb_policies.md": "the zero-bubble grid's re-derivation (its tuning sets are being redrawn)",
     "unit_costs.md": "every memory limit, auto per limit",
     "zb_paper.md": "24 solves of up to 60 s",
