@@ -3,7 +3,8 @@
 A test that needs an optional package (torch, highspy, pgqueuer, Ray ...) must not pass by
 skipping where that package is supposed to be there. ``.ci/run`` sets one ``PIPESCHED_REQUIRE_*``
 flag per optional part; under the flag of a package, its absence fails the test instead of
-skipping it. Use it in a test body or a fixture, never at module level of a shared file:
+skipping it. Use it in a test body, a fixture, or at the top of a test module (all its tests need it);
+never at module level of a helper other test files import:
 
     torch = require("torch")                      # imports and returns the module
     require("highspy", load=False)                # only checks it is installed (importing it here
@@ -22,6 +23,7 @@ import pytest
 #: Module -> (the flag CI sets when it must be present, the pip extra that installs it).
 REQUIRED_BY: dict[str, tuple[str, str]] = {
     "torch": ("PIPESCHED_REQUIRE_TORCH", "runtime"),
+    "transformers": ("PIPESCHED_REQUIRE_TORCH", "dev"),  # builds Hub models on torch's meta device
     "highspy": ("PIPESCHED_REQUIRE_HIGHS", "highs"),
     "psycopg": ("PIPESCHED_REQUIRE_POSTGRES", "postgres"),
     "pgqueuer": ("PIPESCHED_REQUIRE_SCALEOUT", "scaleout"),
@@ -45,7 +47,7 @@ def need(ok: bool, what: str, flag: str) -> None:
         return
     if os.environ.get(flag) == "1":
         pytest.fail(f"{flag}=1 but {what}", pytrace=False)
-    pytest.skip(what)
+    pytest.skip(what, allow_module_level=True)
 
 
 def require(module: str, *, load: bool = True) -> ModuleType | None:
