@@ -48,6 +48,8 @@ def test_the_graph_reads_placement_fusion_and_per_boundary_comm() -> None:
     assert g.preds[wire_oracle.Op("F", 3, 0)] == ((wire_oracle.Op("F", 2, 0), wire_oracle.Fraction(3, 10)),)
     dual = wire_oracle.graph(Problem(devices=2, microbatches=3, stages_per_device=2, placement="dual"))
     assert {op.microbatch for op in dual.order if op.stage >= 2} == {1, 2}  # m // 2 = 1 flows down
+    with pytest.raises(NotImplementedError, match="step tail"):  # refused, never modelled wrong
+        wire_oracle.graph(Problem(devices=2, microbatches=2, costs={"optimizer": 1.0}))
 
 
 def test_the_validator_names_a_broken_dependency_an_overlap_and_a_cap() -> None:

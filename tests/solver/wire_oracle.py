@@ -104,6 +104,9 @@ def graph(problem: Problem) -> Graph:
     costs, memory = d["costs"], d["memory"]
     if costs.get("overlap_fb") is not None:
         raise NotImplementedError("wire_oracle: overlapped F&B (costs.overlap_fb) is not modelled")
+    tail = [costs.get(k, 0.0) for k in ("grad_sync", "optimizer")]
+    if any(any(x) if isinstance(x, list) else x for x in tail):
+        raise NotImplementedError("wire_oracle: a step tail (costs.grad_sync, costs.optimizer) is not modelled")
     dual = placement == "dual"
     stages = 2 * p if dual else p * v
     model_stages = p if dual else stages
