@@ -17,7 +17,8 @@ Families (costs: the zero-bubble paper's Table 6 profiles, ``benchmarks/cases.py
 - ``zb-2p``: loop, v = 1, stage span, 2p cap, (p, m) = (8, 16), (16, 32), (16, 48);
 - ``large``: loop, v = 1, stage span, 2p cap, p = 32, m = 256 (24.6k ops) and p = 64, m = 512
   (98.3k ops; ``--quick`` skips it);
-- ``heldout`` (``--full`` only): the held-out cases of ``benchmarks/cases.py`` with V or v >= 2.
+- ``development`` (``--full`` only): the development cases of ``benchmarks/cases.py`` (the set once
+  called held-out) with V or v >= 2.
 Every seed here is fixed and none of the solver's constants was chosen on these cases.
 
     python benchmarks/anchors.py --quick    # 10 s only, fewer cases (about 5 minutes)
@@ -45,7 +46,7 @@ from report import command_line, publish  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "anchors.md"
 SEED = 1225
-FAMILIES = ("v", "interleaved", "zb-2p", "large", "heldout")
+FAMILIES = ("v", "interleaved", "zb-2p", "large", "development")
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,10 @@ def anchors(quick: bool, only: tuple[str, ...]) -> Iterator[Anchor]:
         for p, m in ((32, 256),) if quick else ((32, 256), (64, 512)):
             yield Anchor("large", f"{cases.PROFILES[k % 4].model} p{p} m{m} 2p", _paper(rng, k, p, m, "loop", 1, 2.0))
             k += 1
-    if "heldout" in only and not quick:
-        for case in cases.heldout():
+    if "development" in only and not quick:
+        for case in cases.development():
             if case.problem.placement == "v" or case.problem.stages_per_device >= 2:
-                yield Anchor("heldout", case.name, case.problem)
+                yield Anchor("development", case.name, case.problem)
 
 
 def _pct(x: float | None) -> str:

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         "# `auto` against its time limit on the batch sweep's problems\n\n"
         f"Made by `{command}`: one process, imports warmed up, wall time of each `solve(..., \"auto\")`. "
-        "Machine and load: see the provenance at the end.\n\n"
+        "Machine and load: see the header.\n\n"
         "| limit (s) | problems | past the limit | past limit + 0.5 s | slowest (s) | mean (s) | statuses "
         "| invalid |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )

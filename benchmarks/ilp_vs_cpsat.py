@@ -73,7 +73,7 @@ def main() -> int:
     text = (
         "# ilp vs cpsat on random small problems\n\n"
         f"Made by `python benchmarks/ilp_vs_cpsat.py --seed {args.seed} --cases {args.cases} "
-        f"--time-limit {args.time_limit:g}` (machine and load: see the provenance at the end).\n\n"
+        f"--time-limit {args.time_limit:g}` (machine and load: see the header).\n\n"
         f"{summary}\n\n" + "\n".join(rows) + "\n"
     )
     publish(text, Path(__file__).parent / "results" / "ilp_vs_cpsat.md")

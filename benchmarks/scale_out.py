@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         *(f"| {q} | {m} | {r} | {t} |" for q, m, r, t in rows),
         "",
         "Every run on this 2-core machine shares it with the other jobs of the moment (load in the",
-        "provenance below): two workers reach 2x only when both cores are free, and the cache-hit",
+        "header above): two workers reach 2x only when both cores are free, and the cache-hit",
         "ratios compare readings taken seconds apart, so a change in the background load moves them.",
     ]
     # A quick or partial reading never overwrites the full one that docs/scale-out.md quotes.

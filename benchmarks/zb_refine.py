@@ -1,4 +1,4 @@
-"""The zero-bubble grid with and without the scale search after it, on the held-out set.
+"""The zero-bubble grid with and without the scale search after it, on the development set.
 
 For each case and each nominal limit, the heuristic's best objective from the grid alone and from the
 grid followed by :mod:`pipesched.solver.heuristics.zb_refine` (the search's trial count follows the
@@ -6,7 +6,7 @@ budget, exactly as ``auto`` sizes it). Deterministic: no clock decides anything,
 change the figures. ``--set tuning`` for the tuning set; the zero-bubble paper's p = 32 cases are
 ``--paper``.
 
-    python benchmarks/zb_refine.py                # held-out set, limits 10 and 60 s
+    python benchmarks/zb_refine.py                # development set, limits 10 and 60 s
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from cases import Case, heldout, tuning
+from cases import Case, development, tuning
 from report import command_line, publish
 
 from pipesched.solver import Instance
@@ -42,12 +42,12 @@ def paper_cases() -> list[Case]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=("heldout", "tuning"), default="heldout")
+    ap.add_argument("--set", choices=("development", "tuning"), default="development")
     ap.add_argument("--paper", action="store_true", help="the zero-bubble paper's p = 32 cases instead")
     ap.add_argument("--limits", default="10,60")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "zb_refine.md")
     args = ap.parse_args(argv)
-    cases = paper_cases() if args.paper else heldout() if args.set == "heldout" else tuning()
+    cases = paper_cases() if args.paper else development() if args.set == "development" else tuning()
     load = os.getloadavg()
     rows, summary = [], []
     for limit in (float(x) for x in args.limits.split(",")):

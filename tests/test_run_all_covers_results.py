@@ -6,7 +6,6 @@ tests/test_readme_figures.py, but nobody re-measures them when the code changes.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -14,21 +13,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import run_all  # noqa: E402
 
-_LINKED = re.compile(r"benchmarks/results/([\w\-]+\.md)")
-
-
-def linked_results() -> dict[str, list[str]]:
-    """Results file name -> the pages (README, docs/*.md) that link to it."""
-    out: dict[str, list[str]] = {}
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for name in _LINKED.findall(page.read_text()):
-            out.setdefault(name, []).append(page.name)
-    return out
-
 
 def test_every_linked_results_file_has_a_run_all_step() -> None:
     written = {r for step in run_all.STEPS for r in step.results} | set(run_all.SNAPSHOTS)
-    missing = {name: pages for name, pages in linked_results().items() if name not in written}
+    missing = {name: pages for name, pages in run_all.linked_results().items() if name not in written}
     assert not missing, f"results files linked from these pages but written by no run_all step: {missing}"
 
 

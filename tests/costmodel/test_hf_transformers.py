@@ -9,27 +9,20 @@ transformers is a test-only dependency (the ``dev`` extra). Without torch these 
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from requires import require
 
 from pipesched.solver.costmodel import DEVICES
 from pipesched.solver.costmodel.hf_config import FAMILIES, read_config
 from pipesched.solver.costmodel.hf_model import hf_model, run_config
 from pipesched.solver.costmodel.moe import active_parameters, block_flops, core_flops_per_token
 
-if os.environ.get("PIPESCHED_REQUIRE_TORCH") == "1":
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        raise pytest.UsageError(f"PIPESCHED_REQUIRE_TORCH=1 but torch or transformers cannot be imported: {e}") from e
-else:
-    torch = pytest.importorskip("torch", reason="torch (the runtime extra) is needed to build transformers models")
-    transformers = pytest.importorskip("transformers", reason="transformers comes with the dev extra")
+torch = require("torch")  # transformers builds its models with torch (the runtime extra)
+transformers = require("transformers")
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "examples" / "hf").glob("*.json"))
 

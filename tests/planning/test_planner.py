@@ -110,8 +110,10 @@ def test_the_plan_does_not_depend_on_the_clock(monkeypatch: pytest.MonkeyPatch) 
     check_plan(fast)
     if fast.wall_cut:  # the net, not the search, ended it: a machine over twice as slow as at load 4
         assert fast.candidates <= real.candidates
-        return
+        pytest.skip(f"the planner's wall net cut the fast-clock plan ({fast.candidates} of {real.candidates} "
+                    "splits): this machine runs over twice as slow as at load 4, so equal plans are not expected")
     if real.solves_cut or fast.solves_cut:  # auto's own net cut a solve twice: its answer was the load's
-        return
+        pytest.skip(f"auto's own wall net cut {real.solves_cut} + {fast.solves_cut} solves: their answers "
+                    "depend on this machine's load, so equal plans are not expected")
     assert fast.stages == real.stages and fast.step_time == real.step_time
     assert fast.candidates == real.candidates

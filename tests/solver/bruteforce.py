@@ -13,9 +13,14 @@ times follow exactly, so the optimum is the best over all orders.
 Search: devices pick their next op in a fixed device priority whenever their previous op has
 been timed, so each tuple of orders is visited once; orders that exceed ``memory.limit`` or
 deadlock die early. Microbatches are interchangeable, so ``F(0, i)`` runs in index order.
-Branch and bound keeps ``p, m <= 3`` fast: it starts from the best validated heuristic schedule
-as the incumbent and prunes with its own simple bounds (work left per device, chain tails, the
-longest path inside a device's window), never with :mod:`pipesched.solver.bounds`, which it tests. Import as ``from bruteforce import optimum`` from tests in this folder.
+Branch and bound keeps ``p, m <= 3`` fast: it prunes with its own simple bounds (work left per
+device, chain tails, the longest path inside a device's window), never with
+:mod:`pipesched.solver.bounds`, which it tests; its first incumbent is the first order it completes
+(devices take the op that can start earliest).
+
+It shares no code with the solver: the ops, dependencies, memory and limits come from
+:func:`wire_oracle.graph`, which reads the problem's wire format, not the solver's ``Instance``.
+Import as ``from bruteforce import optimum`` from tests in this folder.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from __future__ import annotations
 import itertools
 import math
 
-from pipesched.solver import Instance, NotApplicableError, OpId, Problem, solve
+import wire_oracle
+from wire_oracle import Graph, Op
+
+from pipesched.solver import Problem
 
 EPS = 1e-9
 
 
 class _Search:
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: Graph) -> None:
         self.inst = inst
         ops = inst.ops()
         self.ops = ops
@@ -39,6 +47,7 @@ class _Search:
         self.dev = [inst.device(op) for op in ops]
         self.cost = [inst.cost(op) for op in ops]
         self.delta = [inst.mem(op) for op in ops]
+        self.need = [inst.need(op) for op in ops]  # positive delta + B's transient
         self.preds = [[(index[a], lag) for a, lag in inst.predecessors(op)] for op in ops]
         self.span = inst.objective == "stage_span"
         # same-device ancestors must come earlier in the device's order, or it deadlocks
@@ -48,7 +57,8 @@ class _Search:
                 anc[k] |= anc[a] | {a}
         self.local_anc = [[a for a in anc[k] if self.dev[a] == self.dev[k]] for k in range(n)]
         # symmetry: F(0, i) after F(0, i-1)
-        self.sym = [index[OpId("F", 0, op.microbatch - 1)] if op.kind == "F" and op.stage == 0 and op.microbatch > 0
+        self.sym = [index[Op("F", op.stage, op.microbatch - 1)]
+                    if op.kind == "F" and not inst.preds[op] and Op("F", op.stage, op.microbatch - 1) in index
                     else -1 for op in ops]
         # static tail: least time from an op's end to the end of the schedule
         tail = [0.0] * n
@@ -72,8 +82,9 @@ class _Search:
         # L[d][k]: longest path from the start of device d's first op to the start of op k
         self.L = [[-math.inf] * n for _ in range(p)]
         self.best = math.inf
+        self.found = False  # a complete schedule at or below the incumbent
 
-    def _depth(self, op: OpId) -> int:
+    def _depth(self, op: Op) -> int:
         s = self.inst.num_stages
         return {"F": op.stage, "B": 2 * s - 1 - op.stage, "W": 2 * s - op.stage}[op.kind]
 
@@ -165,7 +176,7 @@ class _Search:
                 continue
             if self.sym[k] >= 0 and not self.placed[self.sym[k]]:
                 continue
-            if self.delta[k] > 0 and self.live[d] + self.delta[k] > self.limit[d] * (1 + EPS) + EPS:
+            if self.need[k] > 0 and self.live[d] + self.need[k] > self.limit[d] * (1 + EPS) + EPS:
                 continue
             out.append(k)
 
@@ -178,7 +189,9 @@ class _Search:
 
     def dfs(self) -> None:
         if self.timed == len(self.ops):
-            self.best = min(self.best, self._value())
+            value = self._value()
+            if value <= self.best:
+                self.best, self.found = value, True
             return
         if self._bound() >= self.best - EPS:
             return
@@ -203,19 +216,6 @@ class _Search:
             self.placed[k] = False
 
 
-def _upper_bound(problem: Problem) -> float:
-    """Objective of the best validated heuristic schedule (inf when none applies)."""
-    best = math.inf
-    for name in ("greedy", "zb-h1", "1f1b", "gpipe"):
-        try:
-            schedule = solve(problem, name)
-        except NotApplicableError:
-            continue
-        if schedule.objective_value is not None:
-            best = min(best, schedule.objective_value)
-    return best
-
-
 #: Optima computed in this session, by the problem's JSON: several test files brute-force the same
 #: problems (test_cpsat_cut_proofs.py the cases of test_bounds_shapes.py), each computed once.
 _optima: dict[str, float | None] = {}
@@ -225,8 +225,7 @@ def optimum(problem: Problem) -> float | None:
     """The least objective value over all schedules of ``problem``; None when none exists."""
     key = problem.model_dump_json()
     if key not in _optima:
-        search = _Search(Instance.from_problem(problem))
-        search.best = _upper_bound(problem) * (1 + 1e-7) + 1e-7  # prune with a known schedule; still exact
+        search = _Search(wire_oracle.graph(problem))
         search.dfs()
-        _optima[key] = None if math.isinf(search.best) else search.best
+        _optima[key] = search.best if search.found else None
     return _optima[key]

@@ -16,12 +16,12 @@ memory model, dropped when over the cap) need torch; without it that test skips,
 from __future__ import annotations
 
 import functools
-import os
 import random
 import sys
 from pathlib import Path
 
 import pytest
+from requires import require
 
 from pipesched.solver import (
     Instance,
@@ -110,10 +110,7 @@ def test_auto_is_never_worse_than_any_applicable_recipe(k: int) -> None:
 
 
 def _torch_orders():  # noqa: ANN202 - the benchmark module, importable only with torch
-    if os.environ.get("PIPESCHED_REQUIRE_TORCH") == "1":
-        import torch  # noqa: F401 - fail loudly in CI
-    else:
-        pytest.importorskip("torch")
+    require("torch")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import torch_orders
 

@@ -5,7 +5,7 @@ and the methods that take the pair-free route."""
 from __future__ import annotations
 
 import pytest
-from torch_required import torch_module
+from requires import require
 
 from pipesched.solver import Instance, NotApplicableError, OpId, Problem, solve, validate
 from pipesched.solver.core.canonical import problem_key
@@ -135,7 +135,7 @@ def test_dualpipe_v_pairs_export_as_torch_overlap_f_b_actions() -> None:
     assert "(0F3;3I1)OVERLAP_F_B" in rows[0]
     assert sum(len(row) for row in rows) == len(schedule.ops) - len(timed_pairs(schedule.ops, Instance.from_problem(
         problem))) // 2  # a pair is one action
-    schedules = torch_module("torch.distributed.pipelining.schedules")
+    schedules = require("torch.distributed.pipelining.schedules")
     action = schedules._Action.from_str("(0F3;3I1)OVERLAP_F_B")
     assert action.computation_type == schedules.OVERLAP_F_B and [str(a) for a in action.sub_actions] == ["0F3", "3I1"]
 

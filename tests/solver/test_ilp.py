@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import random
 import subprocess
 import sys
 
 import pytest
+from requires import require
 
 from pipesched.solver import (
     Instance,
@@ -108,8 +108,6 @@ def test_ilp_proves_the_brute_force_optimum(case: str) -> None:
 
 @pytest.mark.parametrize("case", sorted(SMALL_CASES))
 def test_ilp_and_cpsat_agree_on_the_optimum(case: str) -> None:
-    if importlib.util.find_spec("pipesched.solver.exact.cpsat.method") is None:
-        pytest.skip("solver/exact/cpsat/method.py (the cpsat method) does not exist yet")
     schedule = _ilp(case)
     assert schedule.status == "optimal"
     other = solve(Problem(**SMALL_CASES[case]), "cpsat", SolveOptions(time_limit_s=10))
@@ -140,17 +138,17 @@ def test_the_model_alone_finds_the_optimum_without_a_warm_start(case: str) -> No
     assert objective_value(inst, best_times(inst, order)) == pytest.approx(_ilp(case).objective_value, abs=TOL)
 
 
-@pytest.mark.skipif(not ilp_backends.highs_available(), reason="highspy is not installed (pip install 'pipesched[highs]')")
 @pytest.mark.parametrize("case", ["limit-per-device-span", "v-shape-fused-limit"])
 def test_highs_backend_proves_the_same_optimum_in_a_subprocess(case: str) -> None:
+    require("highspy", load=False)  # importing it here would break OR-Tools in this process
     schedule = solve(Problem(**SMALL_CASES[case]), "ilp", SolveOptions(time_limit_s=60, backend="highs"))
     assert schedule.status == "optimal"
     assert schedule.objective_value == pytest.approx(_ilp(case).objective_value, rel=TOL, abs=TOL)
     assert "highspy" not in sys.modules  # it would break OR-Tools in this process
 
 
-@pytest.mark.skipif(not ilp_backends.highs_available(), reason="only meaningful when highspy is installed")
 def test_importing_the_ilp_module_keeps_ortools_importable() -> None:
+    require("highspy", load=False)  # the clash it guards against needs highspy installed
     code = "import pipesched.solver.exact.ilp.method; from ortools.sat.python import cp_model; print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

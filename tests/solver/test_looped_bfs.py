@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from torch_required import torch_module
+from requires import require
 
 from pipesched.cli import main
 from pipesched.solver import Instance, NotApplicableError, Problem, solve, validate
@@ -39,7 +39,7 @@ def test_looped_bfs_is_valid_for_every_m_and_backward(p: int, m: int, v: int, sp
 def test_looped_bfs_order_is_torchs_schedule_looped_bfs(p: int, m: int, v: int) -> None:
     # torch's per-rank compute order, built by its own planning function without running anything
     # (no process group, no stages: it reads only the three attributes given here).
-    schedules = torch_module("torch.distributed.pipelining.schedules")
+    schedules = require("torch.distributed.pipelining.schedules")
     fake = SimpleNamespace(_stages=[None] * v, pp_group_size=p, _n_microbatches=m)
     kind = {schedules._ComputationType.FORWARD: "F", schedules._ComputationType.FULL_BACKWARD: "B"}
     ours = looped_bfs_order(Instance.from_problem(problem(p, m, v, split=False)))
