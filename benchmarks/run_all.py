@@ -144,7 +144,14 @@ SNAPSHOTS: dict[str, str] = {
 #: after it, on a quiet machine (``python benchmarks/run_all.py --stale``). tests/test_results_current.py fails on a stale file not
 #: listed here and on a listed file that is current again, so this only shrinks.
 RERUN_PENDING: dict[str, str] = {
+    "anchors.md": "stale after the solver refactors and the step tail (same answers by benchmarks/answers.py); the quick "
+                  "anchors at 10 s, re-run with the rest on an idle machine",
+    "anchors_60s.md": "as anchors.md, at 60 s",
     "anchors_interleaved_60s.md": "4 cases at 10 s and 60 s",
+    "host_memory.md": "fresh rank processes per method, alternated rounds: needs an idle machine",
+    "runtime.md": "replays timed against torch's runtime: needs an idle machine",
+    "v_placement.md": "36 V cases at 10 s: stale after the solver refactors (same answers by benchmarks/answers.py)",
+    "v_placement_60s.md": "12 V cases at 60 s, as v_placement.md",
     "auto_time_limits.md": "a quick step, but wall-clock figures (wall time against the limit): re-run on a quiet machine",
     "batch_stop.md": "service and batch processes, signals",
     "batch_sweep.md": "a quick step, but wall-clock figures (problems per second): re-run on a quiet machine",
