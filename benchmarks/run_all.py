@@ -177,9 +177,9 @@ RERUN_PENDING: dict[str, str] = {
 
 
 def linked_results() -> dict[str, list[str]]:
-    """Results file name -> the pages (README.md, docs/*.md) that link it."""
+    """Results file name -> the pages (README.md, docs/**/*.md: design records too) that link it."""
     out: dict[str, list[str]] = {}
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for name in re.findall(r"benchmarks/results/([\w\-]+\.md)", page.read_text()):
             if page.name not in out.setdefault(name, []):
                 out[name].append(page.name)

@@ -29,9 +29,9 @@ import run_all  # noqa: E402
 from report import read_header  # noqa: E402
 
 README = ROOT / "README.md"
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = sorted((ROOT / "docs").rglob("*.md"))  # design records under docs/design/ too
 
-_LINK = re.compile(r"\]\((?:\.\./)?(benchmarks/results/[^)\s]+\.md)\)")
+_LINK = re.compile(r"\]\((?:\.\./)*(benchmarks/results/[^)\s]+\.md)\)")
 _MD_LINK = re.compile(r"\[[^\]]*\]\([^)]*\)")
 _CODE = re.compile(r"`[^`]*`")
 _FIGURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(\s?%)?")
@@ -159,7 +159,7 @@ def test_docs_rule_reads_a_row_and_its_rounding() -> None:
     assert not found(figs[2], [7900.0])
 
 
-@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT / "docs")))
 def test_every_docs_figure_is_in_its_results_file(page: Path) -> None:
     problems, cache = [], {}
     for figure in page_figures(page.read_text()):
