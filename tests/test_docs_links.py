@@ -101,6 +101,18 @@ def test_every_relative_link_resolves(page: Path) -> None:
     assert not broken, f"{page.relative_to(ROOT)}:\n" + "\n".join(broken)
 
 
+def test_the_issue_rule_reads_references_not_words() -> None:
+    named = ["(issue 12)", "issue #3", "Issues 11", "the issue's target", "(issue, target 2)", "fixed the issue"]
+    plain = ["every rank pair thus issues its sends", "a GitHub issue (google/or-tools#5048)", "issued at 12"]
+    assert all(_ISSUE.search(t) for t in named) and not any(_ISSUE.search(t) for t in plain)
+
+
+def test_user_pages_name_no_issue() -> None:
+    named = [f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r}" for page in USER_PAGES
+             for n, line in enumerate(page.read_text().splitlines(), start=1) for m in _ISSUE.finditer(line)]
+    assert not named, "user pages are guides; say what was found, not which issue asked:\n" + "\n".join(named)
+
+
 #: Source files that still name a page by its old path, waiting for a change of that file already in
 #: progress (an edit of solver/ alone counts toward the results files' staleness, see run_all): each
 #: entry is (file, old path, new path). The test fails on an entry that was followed, so this only shrinks.
