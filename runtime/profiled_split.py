@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
-from pipesched.solver.planning import Cluster, Link, Model
+from pipesched.solver.planning import Cluster, Link, Model, candidate_splits
+from pipesched.solver.planning.candidates import SplitRanges
 
 from .host_memory import keep_freed_host_memory
 from .profile_layers import OpClock
@@ -35,7 +36,6 @@ from .split_backward import backward_input
 
 GIB = 2.0**30
 Segment = tuple[int, int]
-SplitRanges = list[tuple[int, int]]
 Triple = tuple[float, float, float]
 
 
@@ -179,50 +179,6 @@ def all_splits(num_layers: int, num_stages: int) -> list[SplitRanges]:
             for cut in combinations(range(1, num_layers), num_stages - 1)]
 
 
-def planner_splits(model: Model, cluster: Cluster, microbatches: int, plan_time_limit_s: float = 0.0
-                   ) -> list[SplitRanges]:
-    """The planner's candidate splits (memory aside: the runtime replays without a cap): its rule
-    splits (balanced, AdaPipe-style, uniform, torchtitan, Megatron, window; chunk- and device-balanced
-    for v >= 2), the split ``plan`` chooses when ``plan_time_limit_s > 0``, and every one-layer
-    boundary move of each (the planner's local moves), deduplicated in that order."""
-    from pipesched.solver.planning import plan
-    from pipesched.solver.planning.bound import window_split
-    from pipesched.solver.planning.split import (
-        SplitContext,
-        adapipe,
-        balanced,
-        chunk_balanced,
-        device_balanced,
-        megatron,
-        torchtitan,
-        uniform,
-    )
-
-    layers = model.expanded()
-    free = cluster.model_copy(update={"memory_per_device": None, "microbatches": microbatches})
-    ctx = SplitContext.of(layers, free, microbatches)
-    bal = balanced(ctx)
-    found = [bal, adapipe(ctx), uniform(ctx, layers), torchtitan(ctx, layers), megatron(ctx, layers),
-             chunk_balanced(ctx), device_balanced(ctx, bal)]
-    bases = [tuple(x.bounds) for x in found if x is not None]
-    bases.append(tuple(window_split(layers, free, microbatches)))
-    if plan_time_limit_s > 0:
-        chosen = plan(model, free, "auto", plan_time_limit_s)
-        if chosen.stages:
-            st = sorted(chosen.stages, key=lambda s: s.stage)
-            bases.insert(0, (*(s.layers[0] for s in st), st[-1].layers[1]))
-    out: list[tuple[int, ...]] = []
-    for b in bases:
-        out.append(b)
-        for k in range(1, len(b) - 1):
-            for step in (-1, 1):
-                moved = list(b)
-                moved[k] += step
-                if moved[k - 1] < moved[k] < moved[k + 1]:
-                    out.append(tuple(moved))
-    return [list(zip(b[:-1], b[1:], strict=True)) for b in dict.fromkeys(out)]
-
-
 def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: int, microbatches: int, *,
                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
                    sample_target: torch.Tensor | None = None, stages_per_device: int = 1,
@@ -235,7 +191,7 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
     solved by ``method`` on whole-stage costs profiled here, has the least makespan.
 
     Candidates: every split when there are at most ``max_enumerated`` of them; otherwise the planner's
-    (:func:`planner_splits`, which needs the layer-profiled ``model``). Each op's cost is the segment's
+    (:func:`pipesched.solver.planning.candidate_splits`, which needs the layer-profiled ``model``). Each op's cost is the segment's
     profiled time × ``contention`` + ``dispatch_ms``; ``comm`` comes from ``link``. ``extra_segments``
     are profiled in the same rounds (e.g. the stages of other splits a caller compares with), so their
     costs carry the same machine speed. ``score(schedule, compute)`` (default: the makespan) ranks the
@@ -256,7 +212,7 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
     else:
         cluster = Cluster(devices=devices, stages_per_device=stages_per_device, microbatches=microbatches,
                           link=link or Link())
-        candidates = planner_splits(model, cluster, microbatches, plan_time_limit_s)
+        candidates = candidate_splits(model, cluster, microbatches, plan_time_limit_s)
     segments = {seg for split in candidates for seg in split} | {tuple(s) for s in extra_segments}
     prof = profile_segments(layers, sorted(segments), sample, loss_fn=loss_fn, sample_target=sample_target,
                             rounds=rounds, warmup=warmup)

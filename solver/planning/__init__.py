@@ -5,6 +5,7 @@ into the Problem it runs as, :mod:`.split` holds the DPs and the hand rules, :mo
 bound over all splits, :mod:`.exports` the Megatron-LM and torchtitan forms of a split.
 """
 
+from .candidates import candidate_splits
 from .induce import InfeasibleSplit, Split, induce
 from .model import (
     Cluster,
@@ -22,4 +23,4 @@ from .plan import Baseline, Exports, Plan, PlanStage
 from .planner import plan
 
 __all__ = ["Baseline", "Cluster", "DataParallel", "ExpandedLayer", "Exports", "InfeasibleSplit", "Layer", "LayerComm", "LayerMemory",
-           "Link", "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "induce", "plan"]
+           "Link", "Model", "Plan", "PlanStage", "Recompute", "Split", "Units", "candidate_splits", "induce", "plan"]

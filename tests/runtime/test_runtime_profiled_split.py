@@ -11,7 +11,6 @@ from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.profile_layers import profile_layers
 from pipesched.runtime.profiled_split import (
     all_splits,
-    planner_splits,
     profile_segments,
     profiled_split,
     shared_cores_score,
@@ -27,7 +26,7 @@ from pipesched.runtime.transformer import (
     transformer_layers,
 )
 from pipesched.solver import Problem, from_order, solve, validate
-from pipesched.solver.planning import Cluster, Link
+from pipesched.solver.planning import Cluster, Link, candidate_splits
 
 CFG = TinyTransformer(layers=3)  # embedding, 3 blocks, head: 5 layers
 
@@ -90,7 +89,7 @@ def test_many_splits_take_the_planners_candidates() -> None:
     layers = transformer_layers(cfg)
     x, y = sample_tokens(2, cfg)
     model = profile_layers(layers, x, loss_fn=lm_loss, sample_target=y, repeats=1, warmup=0)
-    cands = planner_splits(model, Cluster(devices=3, microbatches=4), 4)
+    cands = candidate_splits(model, Cluster(devices=3, microbatches=4), 4)
     assert cands and len(cands) == len({tuple(c) for c in cands})
     assert all(_covers(c, len(layers), 3) for c in cands)
     assert [(0, 3), (3, 5), (5, 8)] in cands  # the uniform rule: 2 blocks a stage, embedding and head at the ends
