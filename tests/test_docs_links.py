@@ -116,10 +116,7 @@ def test_user_pages_name_no_issue() -> None:
 #: Source files that still name a page by its old path, waiting for a change of that file already in
 #: progress (an edit of solver/ alone counts toward the results files' staleness, see run_all): each
 #: entry is (file, old path, new path). The test fails on an entry that was followed, so this only shrinks.
-MOVED_PENDING: set[tuple[str, str, str]] = {
-    ("solver/portfolio/small.py", "docs/diagnosis-v-tiny.md", "docs/design/v-tiny-diagnosis.md"),
-    ("solver/budget/__init__.py", "docs/diagnosis-v-tiny.md", "docs/design/v-tiny-diagnosis.md"),
-}
+MOVED_PENDING: set[tuple[str, str, str]] = set()
 
 
 def test_docs_paths_named_in_the_code_exist() -> None:

@@ -379,7 +379,7 @@ INTERLEAVED_SEARCH_SHARE = 0.3
 #: them): measured 2.1e-6 to 8.3e-6 at 192-1536 ops, unbounded runs, load about 1; rounded up.
 #: Re-measured by ``python benchmarks/phase_costs.py``.
 INTERLEAVED_TRIAL_S_PER_OP = 1e-5
-#: Problems up to this many ops go to the ILP before CP-SAT (issue 12 target 1b; ``docs/diagnosis-v-tiny.md``).
+#: Problems up to this many ops go to the ILP before CP-SAT (``docs/design/v-tiny-diagnosis.md``).
 #: Policy: the largest size of the sweep the ILP proved every case of
 #: (:mod:`pipesched.solver.portfolio.small`).
 ILP_FIRST_OPS = 48

@@ -1,6 +1,6 @@
 """Small problems (at most ``ILP_FIRST_OPS`` (:mod:`pipesched.solver.budget`) ops) go to the ILP first: it proves what CP-SAT cannot.
 
-Why (issue 12, ``docs/diagnosis-v-tiny.md``): under stage span with a memory cap, CP-SAT's bound
+Why (``docs/design/v-tiny-diagnosis.md``): under stage span with a memory cap, CP-SAT's bound
 sits at the uncapped optimum until branching alone proves the answer (5.79 deterministic s and
 11.6k branches on ``benchmarks/cases/v_tiny.json``, 24 ops), because a span ``last - first`` of two
 free variables gets nothing from bound propagation and the linear relaxation of a cumulative is
