@@ -1,8 +1,8 @@
 """The FastAPI application: wiring only. The lifespan owns the store and the solver processes.
 
 ``create_app(settings)`` builds one app; ``pipesched serve`` runs it under uvicorn. Routers are
-per resource (solve, jobs, schedules, ops, page); handlers reach the shared state through
-:func:`pipesched.api.deps.service`.
+per resource (solve, plan, jobs, schedules, ops, page); handlers reach the shared state through
+FastAPI dependencies (:mod:`pipesched.api.http.deps`).
 """
 
 from __future__ import annotations
@@ -14,27 +14,27 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 
 from pipesched import __version__
 from pipesched.solver import methods
 
-from . import page
-from .bodies import validation_error_response
-from .cache import BodyMemo, Cache
-from .docs import add_offline_docs
-from .errors import RequestIds, configure_logging
-from .metrics import Metrics
-from .middleware import CacheHitFastPath, Guard
-from .models import SolveRequest
-from .plan_jobs import PlanJobs
-from .plan_models import PlanRequest
-from .routes import jobs, ops, plan, schedules, solve
-from .service import Service
+from .http import page
+from .http.deps import respond
+from .http.docs import add_offline_docs
+from .http.errors import RequestIds, configure_logging
+from .http.middleware import CacheHitFastPath, Guard
+from .http.routes import jobs, ops, plan, schedules, solve
+from .models import PlanRequest, SolveRequest
+from .services.accept import BodyMemo
+from .services.jobs import JobManager
+from .services.metrics import Metrics
+from .services.plan import PlanJobs
+from .services.replies import validation_reply
+from .services.state import Service
 from .settings import Settings
-from .solving.jobs import JobManager
 from .solving.runner import ProcessRunner
-from .store import Store
+from .store import Cache, Store
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -47,8 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cache = Cache(store, settings.memo_entries, settings.memo_ttl_s)
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
-        app.state.service = Service(settings, store, cache, metrics, manager, BodyMemo(settings.memo_entries))
-        app.state.plans = PlanJobs(settings, runner)  # POST /v1/plan: its own table and jobs
+        plans = PlanJobs(settings, runner)  # POST /v1/plan: its own table and jobs
+        app.state.service = Service(settings, store, cache, metrics, manager, plans, BodyMemo(settings.memo_entries))
         if settings.workers == "external":
             from .scaleout.front import ExternalJobs
 
@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             warm.cancel()
             await manager.close()
-            await app.state.plans.close()
+            await plans.close()
             if app.state.service.external is not None:
                 await app.state.service.external.close()
             store.close()
@@ -87,8 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    return validation_error_response(exc.errors())
+async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
+    return respond(validation_reply(exc.errors()))
 
 
 def _openapi_with_hand_parsed_bodies(app: FastAPI) -> Callable[[], dict[str, Any]]:

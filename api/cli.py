@@ -9,8 +9,8 @@ from typing import Any
 
 from pipesched.solver.core.io import InputError
 
-from . import batch_ray  # noqa: F401  (registers --engine ray; imports ray only when used)
-from .batch_engines import ENGINES
+from .batch import ray as batch_ray  # noqa: F401  (registers --engine ray; imports ray only when used)
+from .batch.engines import ENGINES
 from .serve import port_number
 
 
@@ -75,7 +75,7 @@ def _check_external(db: str) -> None:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from .batch import run_batch
+    from .batch.run import run_batch
 
     if not Path(args.problems).exists():
         raise InputError(f"{args.problems}: no such file or folder")

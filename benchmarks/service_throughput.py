@@ -49,7 +49,7 @@ HEADERS = [(b"content-type", b"application/json")]
 
 def ceiling_app(answer: bytes):  # noqa: ANN201
     """The ceiling: a bare ASGI callable that drains the body and sends ``answer`` with the headers
-    our cache-hit fast path sends (``api/middleware.py``)."""
+    our cache-hit fast path sends (``api/http/middleware.py``)."""
     headers = [*HEADERS, (b"content-length", str(len(answer)).encode())]
 
     async def app(scope: dict, receive, send) -> None:  # noqa: ANN001

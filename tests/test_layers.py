@@ -117,12 +117,54 @@ def test_folders_do_not_import_their_neighbours(importer: str, forbidden: tuple[
     assert not bad, "\n".join(bad)
 
 
-def test_only_the_app_wires_the_routes() -> None:
-    """Middleware, store, solving processes and bodies never import a route module (they share
-    :mod:`pipesched.api.accept` with it instead); only ``app`` and the routes themselves do."""
+#: Layers of ``api/``, by the first folder (or module) under it; a module imports its own layer and
+#: those below. ``http`` speaks HTTP; ``services`` decide (no HTTP); ``store`` keeps.
+API_LAYERS: dict[str, int] = {
+    "models": 0, "settings": 0, "store": 1, "solving": 1, "services": 2, "scaleout": 2, "batch": 2,
+    "http": 3, "app": 4, "serve": 4, "cli": 4, "__init__": 4,
+}
+#: Same-layer neighbours that stay apart: the offline batch never reaches the service's insides.
+API_APART = [("batch", "services"), ("batch", "scaleout"), ("services", "batch"), ("scaleout", "batch")]
+
+
+def api_part(module: str) -> str:
+    return module.removeprefix("pipesched.api").lstrip(".").split(".")[0] or "__init__"
+
+
+def test_every_api_module_has_a_layer() -> None:
+    missing = sorted(m for m in MODULES if m.startswith("pipesched.api") and api_part(m) not in API_LAYERS)
+    assert not missing, f"add these to API_LAYERS in tests/test_layers.py: {missing}"
+
+
+def test_api_layers_import_only_downwards() -> None:
+    bad = []
+    for module, targets in GRAPH.items():
+        if not module.startswith("pipesched.api"):
+            continue
+        for target in targets:
+            if not target.startswith("pipesched.api"):
+                continue
+            here, there = api_part(module), api_part(target)
+            if API_LAYERS[there] > API_LAYERS[here] or (here, there) in API_APART:
+                bad.append(f"{module} ({here}) imports {target} ({there})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_only_the_http_layer_speaks_http() -> None:
+    """Store, services, solver processes, scale-out and batch import neither FastAPI nor Starlette:
+    the services answer with plain :class:`~pipesched.api.services.replies.Reply` data."""
     bad = sorted(f"{m} imports {t}" for m, targets in GRAPH.items()
-                 if m.startswith("pipesched.api") and m != "pipesched.api.app" and not m.startswith("pipesched.api.routes")
-                 for t in targets if t.startswith("pipesched.api.routes"))
+                 if m.startswith("pipesched.api.") and api_part(m) not in ("http", "app", "serve", "cli")
+                 for t in targets if t.split(".")[0] in ("fastapi", "starlette"))
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_app_wires_the_routes() -> None:
+    """Only ``app`` and the routes themselves import a route module."""
+    routes = "pipesched.api.http.routes"
+    bad = sorted(f"{m} imports {t}" for m, targets in GRAPH.items()
+                 if m.startswith("pipesched.api") and m != "pipesched.api.app" and not m.startswith(routes)
+                 for t in targets if t.startswith(routes))
     assert not bad, "\n".join(bad)
 
 

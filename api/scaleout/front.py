@@ -13,13 +13,11 @@ import json
 import time
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response
-
-from ..bodies import failed_job_response, job_json, solve_response
-from ..cache import Accepted, Cache, Hit
+from ..services.accept import Accepted
+from ..services.jobs import Job
+from ..services.replies import Reply, failed_reply, job_json, json_reply, pending_reply, solve_reply
 from ..settings import Settings
-from ..solving.jobs import Job
-from ..store import Store
+from ..store import Cache, Hit, Store
 from .jobtable import JobTable
 from .queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE, JobQueue, dedupe_key
 from .wakeups import Listener, done_channel, wait_woken
@@ -50,7 +48,7 @@ class ExternalJobs:
         await self.listener.close()
         await self.queue.close()
 
-    async def solve(self, accepted: Accepted, hint: Hit | None, priority: str | None) -> Response:
+    async def solve(self, accepted: Accepted, hint: Hit | None, priority: str | None) -> Reply:
         """Enqueue (or join) the solve and wait up to ``wait_s``; 202 with the job id after that."""
         hint_json = hint.schedule_json(accepted.problem_json) if hint and hint.entry.objective_value is not None else None
         payload = json.dumps({"key": accepted.key, "method": accepted.method, "budget_s": accepted.time_limit_s,
@@ -64,24 +62,24 @@ class ExternalJobs:
         if row is None:  # finished and pruned already (retention): the schedule is in the cache
             entry = await asyncio.to_thread(self.store.get, accepted.key, accepted.method)
             if entry is not None:
-                return solve_response(accepted.key, False, self.cache.remember(entry), accepted.problem_json)
+                return solve_reply(accepted.key, False, self.cache.remember(entry), accepted.problem_json)
         if row is None or row.state not in ("done", "failed"):
             state = row.state if row is not None else "queued"
-            return JSONResponse({"job": job_id, "key": accepted.key, "state": state}, status_code=202,
-                                headers={"Location": f"/v1/jobs/{job_id}"})
+            return pending_reply(Job(id=job_id, key=accepted.key, method=accepted.method,
+                                     time_limit_s=accepted.time_limit_s, state=state))
         job = await asyncio.to_thread(self._job, row)
         if job.state == "done" and job.hit is not None:
-            return solve_response(accepted.key, False, job.hit, accepted.problem_json)
-        return failed_job_response(job)
+            return solve_reply(accepted.key, False, job.hit, accepted.problem_json)
+        return failed_reply(job)
 
-    async def job_response(self, job_id: str) -> Response:
+    async def job_reply(self, job_id: str) -> Reply:
         """``GET /v1/jobs/{id}`` from the shared tables, whichever replica enqueued the job."""
         row = await asyncio.to_thread(self.table.get, job_id)
         if row is None:
-            return JSONResponse({"detail": f"no job {job_id!r}: unknown, or finished more than "
-                                 f"{self.retention_s:g} s ago (job_retention_s); a finished job's schedule "
-                                 "stays in the cache: POST the problem again"}, status_code=404)
-        return Response(job_json(await asyncio.to_thread(self._job, row)), media_type="application/json")
+            return json_reply(404, {"detail": f"no job {job_id!r}: unknown, or finished more than "
+                                    f"{self.retention_s:g} s ago (job_retention_s); a finished job's schedule "
+                                    "stays in the cache: POST the problem again"})
+        return Reply(200, job_json(await asyncio.to_thread(self._job, row)))
 
     async def _wait(self, job_id: str, wait_s: float) -> Any | None:
         """The job's row once finished (or at the deadline), read again only when its worker says so."""

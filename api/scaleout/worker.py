@@ -6,7 +6,7 @@ on another host has the same hard limits and isolation as a local replica.
 
 Faults. While a solve runs the worker refreshes its job's heartbeat every
 ``heartbeat_timeout_s / 3``; a worker killed with SIGKILL stops beating (its solver process
-exits with it: :func:`pipesched.api.solving.worker._exit_with_parent`), and after
+exits with it: :func:`pipesched.api.solving.worker.watch_spawner`), and after
 ``heartbeat_timeout_s`` any other worker's claim picks the job up again. Each attempt is counted
 in the job table; the one after ``max_attempts`` marks the job ``failed`` with the reason instead
 of solving a problem that keeps killing its workers.

@@ -6,10 +6,6 @@ The plan's own clock ends it at about 85% of ``time_limit_s``; the runner kills 
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import threading
 from multiprocessing.connection import Connection
 
 from pipesched.solver.core.errors import NotApplicableError
@@ -18,7 +14,7 @@ from pipesched.solver.formats.torch_csv import to_torch_csv
 from pipesched.solver.planning import Cluster, Model, Plan, plan
 from pipesched.solver.planning.cli import parse_module_names
 
-from .worker import _exit_with_parent  # one rule for every solver process: die with the service
+from .worker import answer
 
 
 def plan_with_exports(model: Model, cluster: Cluster, method: str, time_limit_s: float,
@@ -34,15 +30,8 @@ def plan_with_exports(model: Model, cluster: Cluster, method: str, time_limit_s:
 def run_plan(conn: Connection, model_json: str, cluster_json: str, method: str, time_limit_s: float,
              module_names: str | None) -> None:
     """Plan and send ``("ok", plan_json)``, ``("not_applicable", msg)`` or ``("error", msg)``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a plan stops (solving/worker.py)
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    try:
+    def work() -> str:
         model, cluster = Model.model_validate_json(model_json), Cluster.model_validate_json(cluster_json)
-        conn.send(("ok", plan_with_exports(model, cluster, method, time_limit_s, module_names).model_dump_json()))
-    except (NotApplicableError, InputError) as e:
-        conn.send(("not_applicable", str(e)))
-    except Exception as e:  # a planner bug: report it (traceback to the log), the service stays up
-        logging.getLogger("pipesched.plan").exception("a %s plan failed", method)
-        conn.send(("error", f"{type(e).__name__}: {e}"))
-    finally:
-        conn.close()
+        return plan_with_exports(model, cluster, method, time_limit_s, module_names).model_dump_json()
+
+    answer(conn, f"{method} plan", work, (NotApplicableError, InputError))

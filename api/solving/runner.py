@@ -19,11 +19,13 @@ from . import worker
 Outcome = Literal["ok", "not_applicable", "error", "killed", "crashed"]
 
 
-def _group_leader(target: Callable[..., None], *args: Any) -> None:
+def _group_leader(target: Callable[..., None], spawner: int, *args: Any) -> None:
     """Run ``target`` as the leader of a new process group, so that killing the group also kills what
-    it started (PuLP's CBC is a child process). Killing the solve alone, then its children found in
-    ``/proc``, left a CBC started in between running to its time limit."""
+    it started (PuLP's CBC is a child process), and end the group when ``spawner`` (the service,
+    worker or batch that asked) is gone (:func:`~.worker.watch_spawner`). Killing the solve alone, then
+    its children found in ``/proc``, left a CBC started in between running to its time limit."""
     os.setpgid(0, 0)
+    worker.watch_spawner(spawner)
     target(*args)
 
 
@@ -53,7 +55,7 @@ class ForkedProcesses:
                ) -> tuple[Connection, Connection, mp.process.BaseProcess]:
         """A tracked, not yet started process running ``target(sender, *args)`` and the pipe's two ends."""
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=_group_leader, args=(target, sender, *args), daemon=True)
+        proc = self.ctx.Process(target=_group_leader, args=(target, os.getpid(), sender, *args), daemon=True)
         with self._lock:
             self._live.add(proc)
         return receiver, sender, proc

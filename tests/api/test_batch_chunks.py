@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from pipesched.api.batch_chunks import ChunkRunner, Unit
-from pipesched.api.batch_ray import FIRST_CHUNK, MAX_CHUNK, TASK_SECONDS, ChunkSizer
+from pipesched.api.batch.chunks import ChunkRunner, Unit
+from pipesched.api.batch.ray import FIRST_CHUNK, MAX_CHUNK, TASK_SECONDS, ChunkSizer
 from pipesched.solver import Schedule, validate
 from pipesched.solver.planning import Plan
 

@@ -1,0 +1,1 @@
+"""One router per resource: solve, plan, jobs, schedules, ops (health, metrics, methods)."""
