@@ -64,6 +64,8 @@ def _attempt(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
             kind, value = receiver.recv()
         except EOFError:  # died before answering
             proc.join()
+            if proc.exitcode == -signal.SIGINT:  # Ctrl-C reached the child (the terminal's group): the
+                raise KeyboardInterrupt from None  # caller's interrupt, not a crash (CP-SAT resets SIGINT)
             return _Died(proc.exitcode if proc.exitcode is not None else -1)
         proc.join()
     except BaseException:  # Ctrl-C (the child had it too) or anything else: leave no child behind

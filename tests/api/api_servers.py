@@ -86,6 +86,16 @@ class Server:
     def get(self, path: str, **kwargs) -> httpx.Response:  # noqa: ANN003
         return httpx.get(f"{self.url}{path}", timeout=60, **kwargs)
 
+    def wait_job(self, job: str, hang_s: float = 120) -> dict:
+        """The job's report once it is done or failed. ``hang_s`` only stops a hung test; it is no
+        claim about speed (speed is measured in benchmarks/)."""
+        end = time.monotonic() + hang_s
+        while (data := self.get(f"/v1/jobs/{job}").json())["state"] not in ("done", "failed"):
+            if time.monotonic() > end:
+                raise TimeoutError(f"job {job} still {data['state']} after {hang_s:g} s")
+            time.sleep(0.1)
+        return data
+
     def metric(self, series: str) -> float:
         """Value of one series, e.g. ``pipesched_solves_total{outcome="ok"}``."""
         for line in self.get("/metrics").text.splitlines():

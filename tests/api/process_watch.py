@@ -3,6 +3,7 @@ solve and check that nothing it started outlives it."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,20 @@ def _stats() -> list[tuple[int, str, list[str]]]:
 def session_processes(sid: int) -> list[int]:
     """The live processes of session ``sid`` (a command started with ``start_new_session``)."""
     return [pid for pid, _, fields in _stats() if int(fields[3]) == sid]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used (0 once it is gone)."""
+    for p, _, fields in _stats():
+        if p == pid:
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def busy_child(sid: int, cpu_s: float) -> bool:
+    """A process of session ``sid`` other than its leader has used ``cpu_s`` of CPU: a readiness signal
+    for "the solve in the child is under way" that needs no guess at how long it takes to start."""
+    return any(cpu_seconds(pid) >= cpu_s for pid in session_processes(sid) if pid != sid)
 
 
 def group_members(pgid: int) -> list[tuple[int, str]]:

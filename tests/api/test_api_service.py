@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -15,16 +14,6 @@ from pipesched.solver.core.canonical import problem_key
 
 #: A problem whose GPipe solve takes well over a second of wall-clock (96k ops to simulate and validate).
 SLOW = {"devices": 32, "microbatches": 1000}
-
-
-def poll_job(server: Server, job: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        data = server.get(f"/v1/jobs/{job}").json()
-        if data["state"] in ("done", "failed"):
-            return data
-        time.sleep(0.1)
-    raise AssertionError(f"job {job} did not finish")
 
 
 def test_solve_returns_the_schedule_the_cli_writes(server: Server) -> None:
@@ -83,7 +72,7 @@ def test_a_solve_longer_than_wait_s_returns_202_and_the_job_reports_the_result(s
     r = server.post({"problem": problem, "method": "gpipe", "wait_s": 0})
     assert r.status_code == 202 and r.headers["location"] == f"/v1/jobs/{r.json()['job']}"
     assert r.json()["key"] == problem_key(problem)
-    job = poll_job(server, r.json()["job"])
+    job = server.wait_job(r.json()["job"])
     assert job["state"] == "done" and job["error"] is None
     assert Schedule.model_validate(job["result"]["schedule"]).problem == Problem.model_validate(problem)
     assert server.post({"problem": problem, "method": "gpipe"}).json()["cached"] is True
@@ -197,7 +186,7 @@ def test_an_overrunning_solver_is_killed_the_job_fails_and_the_service_stays_up(
     assert slow.status_code == 202
     crowded = strict.post({"problem": {"devices": 2, "microbatches": 9}, "method": "gpipe"}, headers=AUTH)
     assert crowded.status_code == 429 and crowded.json()["cap"] == "max_queued_solves"  # the one process is busy
-    job = poll_job(strict, slow.json()["job"])
+    job = strict.wait_job(slow.json()["job"])
     assert job["state"] == "failed" and "killed" in job["error"]
     assert strict.metric('pipesched_solves_total{outcome="killed"}') == 1
     assert strict.get("/healthz").status_code == 200

@@ -10,10 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from process_watch import session_processes, wait_for
+from process_watch import busy_child, session_processes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -46,7 +45,9 @@ def test_ctrl_c_stops_a_local_fallback_plan_at_once_and_leaves_no_child() -> Non
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "planning"
-        time.sleep(4.0)  # the service refuses at once; well inside the splits' searches (about 30 s)
+        # the service refuses at once; the fallback's child is inside the splits' searches (about 30 s)
+        # once it has used a second of CPU
+        assert wait_for(lambda: busy_child(proc.pid, 1.0), 60), session_processes(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does
         out, err = proc.communicate(timeout=60)  # before: the plan went on and printed "planned"
     finally:

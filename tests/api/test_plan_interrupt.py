@@ -9,10 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from process_watch import session_processes, wait_for
+from process_watch import busy_child, session_processes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -25,8 +24,8 @@ def test_ctrl_c_stops_a_plan_with_130_and_no_leftover(tmp_path: Path) -> None:
          "--cluster", str(EXAMPLES / "plan_cluster_8xh100.json"), "--time-limit", "60", "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert wait_for(lambda: len(session_processes(proc.pid)) >= 2, 60)  # the planning child runs
-        time.sleep(2.0)  # well inside the splits' searches
+        # the planning child is well inside the splits' searches once it has used a second of CPU
+        assert wait_for(lambda: busy_child(proc.pid, 1.0), 60), session_processes(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does
         _, err = proc.communicate(timeout=60)  # before: exit 0 about 25 s later, a plan written
     finally:

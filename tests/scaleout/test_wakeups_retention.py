@@ -1,5 +1,9 @@
 """The scale-out mode's wake-ups and retention against the real PostgreSQL (in-process parts):
-a NOTIFY wakes exactly its watchers; pruning deletes only finished records older than the retention."""
+a NOTIFY wakes exactly its watchers; pruning deletes only finished records older than the retention.
+
+Every test takes ``pg_db``, which requires pgqueuer through the scale-out require rule (skip locally
+without it, fail under ``PIPESCHED_REQUIRE_SCALEOUT=1``); the queue module, which imports pgqueuer,
+is imported inside the tests that use it."""
 
 from __future__ import annotations
 
@@ -7,23 +11,26 @@ import asyncio
 import time
 
 import psycopg
-import pytest
 from scaleout_parts import admin_sql
 
-pytest.importorskip("pgqueuer")
-
-from pipesched.api.scaleout.jobtable import JobTable  # noqa: E402
-from pipesched.api.scaleout.queue import JobQueue, libpq_url  # noqa: E402
-from pipesched.api.scaleout.wakeups import Listener, done_channel  # noqa: E402
-from pipesched.api.store import Store  # noqa: E402
+from pipesched.api.scaleout.jobtable import JobTable
+from pipesched.api.scaleout.wakeups import Listener, done_channel
+from pipesched.api.store import Store
 
 DAY = 86400.0
+
+
+def _url(url: str) -> str:
+    """The plain ``postgresql://`` URL libpq reads (as the queue module's ``libpq_url``)."""
+    from pipesched.api.scaleout.queue import libpq_url
+
+    return libpq_url(url)
 
 
 def test_a_notification_wakes_the_watchers_of_its_job_and_no_other(pg_db: str) -> None:
     async def scenario() -> tuple[bool, bool, bool]:
         channel = done_channel("wake_")
-        listener = Listener(libpq_url(pg_db), [channel])
+        listener = Listener(_url(pg_db), [channel])
         await listener.start()
         try:
             await asyncio.wait_for(listener.connected.wait(), 30)
@@ -31,11 +38,12 @@ def test_a_notification_wakes_the_watchers_of_its_job_and_no_other(pg_db: str) -
                     listener.watch(channel) as anything:
                 for event in (seven, eight, anything):
                     event.clear()  # the wake-all on connecting
-                async with await psycopg.AsyncConnection.connect(libpq_url(pg_db), autocommit=True) as conn:
-                    await conn.execute("SELECT pg_notify(%s, '7')", (channel,))
-                await asyncio.wait_for(seven.wait(), 30)  # fails the test if notifications do not arrive
-                await asyncio.wait_for(anything.wait(), 30)
-                await asyncio.sleep(0.2)
+                with listener.watch(channel, "end") as end:
+                    async with await psycopg.AsyncConnection.connect(_url(pg_db), autocommit=True) as conn:
+                        await conn.execute("SELECT pg_notify(%s, '7')", (channel,))
+                        await conn.execute("SELECT pg_notify(%s, 'end')", (channel,))
+                    # one connection delivers in order: once 'end' is dispatched, so was '7'
+                    await asyncio.wait_for(end.wait(), 30)  # fails the test if notifications do not arrive
                 return seven.is_set(), eight.is_set(), anything.is_set()
         finally:
             await listener.close()
@@ -46,7 +54,7 @@ def test_a_notification_wakes_the_watchers_of_its_job_and_no_other(pg_db: str) -
 def test_a_listener_whose_connection_is_terminated_reconnects_and_wakes_everyone_to_re_read(pg_db: str) -> None:
     async def scenario() -> bool:
         channel = done_channel("drop_")
-        listener = Listener(libpq_url(pg_db), [channel], retry_max_s=0.2)
+        listener = Listener(_url(pg_db), [channel], retry_max_s=0.2)
         await listener.start()
         try:
             await asyncio.wait_for(listener.connected.wait(), 30)
@@ -57,7 +65,7 @@ def test_a_listener_whose_connection_is_terminated_reconnects_and_wakes_everyone
                 await asyncio.wait_for(waiter.wait(), 30)  # woken to re-read what it may have missed
                 await asyncio.wait_for(listener.connected.wait(), 30)
                 waiter.clear()
-                async with await psycopg.AsyncConnection.connect(libpq_url(pg_db), autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(_url(pg_db), autocommit=True) as conn:
                     await conn.execute("SELECT pg_notify(%s, '1')", (channel,))
                 await asyncio.wait_for(waiter.wait(), 30)  # and listening again
                 return True
@@ -92,6 +100,8 @@ def test_pruning_deletes_only_finished_job_records_older_than_the_retention(pg_d
 
 
 def test_pruning_the_queue_log_keeps_the_recent_rows(pg_db: str) -> None:
+    from pipesched.api.scaleout.queue import JobQueue
+
     async def scenario() -> tuple[int, int]:
         queue = JobQueue(pg_db, "plog_")
         await queue.install()
