@@ -12,6 +12,7 @@ from pipesched.solver.core.io import InputError
 from .batch import ray as batch_ray  # noqa: F401  (registers --engine ray; imports ray only when used)
 from .batch.engines import ENGINES
 from .serve import port_number
+from .settings import mask_url
 
 
 def register(sub: Any) -> None:
@@ -67,7 +68,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _check_external(db: str) -> None:
     """--workers external needs the shared PostgreSQL store and the scaleout extra."""
     if not db.startswith("postgresql"):
-        raise InputError(f"--workers external: needs a postgresql:// --db shared with the workers (got {db})")
+        raise InputError(f"--workers external: needs a postgresql:// --db shared with the workers "
+                         f"(got {mask_url(db)})")
     try:
         import pipesched.api.scaleout.front  # noqa: F401
     except ModuleNotFoundError as e:

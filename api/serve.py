@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from pipesched.solver.core.io import InputError, describe_validation_error
 
-from .settings import Settings
+from .settings import Settings, mask_url, scrub
 
 MAX_PORT = 65535
 
@@ -70,15 +70,10 @@ def check_store(db: str, table_prefix: str) -> None:
         Store(db, table_prefix).close()
     except ModuleNotFoundError as e:
         hint = " pip install 'pipesched[postgres]'" if db.startswith("postgres") else ""
-        raise InputError(f"--db {redact(db)}: the database driver {e.name!r} is not installed;{hint}") from None
+        raise InputError(f"--db {mask_url(db)}: the database driver {e.name!r} is not installed;{hint}") from None
     except Exception as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"--db {redact(db)}: cannot open the store: {reason}") from None
-
-
-def redact(db: str) -> str:
-    """The URL without its credentials (what goes to the terminal)."""
-    return db.split("@")[-1] if "@" in db else db
+        raise InputError(f"--db {mask_url(db)}: cannot open the store: {scrub(reason, db)}") from None
 
 
 def serve(args: argparse.Namespace, check_external: Any) -> int:
@@ -95,7 +90,7 @@ def serve(args: argparse.Namespace, check_external: Any) -> int:
         config = uvicorn.Config(create_app(settings), log_level=args.log_level, access_log=False)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        _AnnouncingServer(config, f"pipesched: serving on http://{shown}:{port} (store {redact(settings.db)})").run(
+        _AnnouncingServer(config, f"pipesched: serving on http://{shown}:{port} (store {mask_url(settings.db)})").run(
             sockets=[sock])
     finally:
         sock.close()

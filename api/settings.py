@@ -8,6 +8,7 @@ checks everywhere and which should stay at least as large.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +16,22 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipesched.solver.core.problem import ProblemCaps
+
+#: ``scheme://user:password@``: the password is what :func:`mask_url` hides.
+_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^@\s]*)@")
+
+
+def mask_url(url: str) -> str:
+    """``url`` (or any text holding URLs) with each password shown as ``***``: what every message,
+    error line and log line prints instead of a database URL."""
+    return _CREDENTIALS.sub(lambda m: m["head"] + "***@", url)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a library's error message, say) with ``url``'s password masked wherever it appears."""
+    found = _CREDENTIALS.search(url)
+    text = mask_url(text)
+    return text.replace(found["secret"], "***") if found and found["secret"] else text
 
 
 def default_db_url() -> str:

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from pipesched.solver.core.io import InputError, describe_validation_error
 
+from ..settings import mask_url, scrub
+
 
 def register(sub: Any) -> None:
     worker = sub.add_parser(
@@ -58,7 +60,7 @@ def _worker(args: argparse.Namespace) -> int:
     except ValidationError as e:
         raise InputError(f"settings (flags or PIPESCHED_* variables): {describe_validation_error(e)}") from None
     if not settings.db.startswith("postgresql"):
-        raise InputError(f"--db {settings.db}: the worker needs the shared PostgreSQL store (postgresql://...)")
+        raise InputError(f"--db {mask_url(settings.db)}: the worker needs the shared PostgreSQL store (postgresql://...)")
     for flag, value, low in (("--concurrency", args.concurrency, 1), ("--max-attempts", args.max_attempts, 1),
                              ("--heartbeat-timeout", args.heartbeat_timeout, 1)):
         if value < low:
@@ -82,7 +84,7 @@ async def _run(worker_cls: Any, config: Any) -> None:
         worker = worker_cls(config)
     except Exception as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"--db {config.db}: cannot open the store: {reason}") from None
+        raise InputError(f"--db {mask_url(config.db)}: cannot open the store: {scrub(reason, config.db)}") from None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # finish the solves in hand, claim no more
         with contextlib.suppress(NotImplementedError):

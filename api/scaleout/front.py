@@ -16,7 +16,7 @@ from typing import Any
 from ..services.accept import Accepted
 from ..services.jobs import Job
 from ..services.replies import Reply, failed_reply, job_json, json_reply, pending_reply, solve_reply
-from ..settings import Settings
+from ..settings import Settings, mask_url
 from ..store import Cache, Hit, Store
 from .jobtable import JobTable
 from .queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE, JobQueue, dedupe_key
@@ -32,7 +32,7 @@ class ExternalJobs:
 
     def __init__(self, settings: Settings, store: Store, cache: Cache) -> None:
         if store.dialect != "postgresql":
-            raise ValueError(f"--workers external needs a postgresql:// store (got {settings.db!r})")
+            raise ValueError(f"--workers external needs a postgresql:// store (got {mask_url(settings.db)!r})")
         self.store, self.cache = store, cache
         self.queue = JobQueue(settings.db, settings.table_prefix)
         self.table = JobTable(store.engine, settings.table_prefix)

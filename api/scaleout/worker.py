@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from pgqueuer.domain.models import Job as QueueJob
 
+from ..settings import mask_url
 from ..solving.runner import ProcessRunner
 from ..store import Store
 from .jobtable import JobTable, retrying
@@ -62,7 +63,7 @@ class Worker:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.store = Store(config.db, config.table_prefix)
         if self.store.dialect != "postgresql":
-            raise ValueError(f"the worker needs a postgresql:// database (got {config.db!r})")
+            raise ValueError(f"the worker needs a postgresql:// database (got {mask_url(config.db)!r})")
         self.table = JobTable(self.store.engine, config.table_prefix)
         self.queue = JobQueue(config.db, config.table_prefix)
         self.listener = Listener(self.queue.url, [self.queue.channel])

@@ -40,6 +40,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
+from ..settings import mask_url
+
 #: Statuses that no further solving can change: served from the cache always.
 FINAL_STATUSES = ("optimal", "infeasible")
 
@@ -94,7 +96,7 @@ class Store:
         elif self.dialect == "postgresql":
             self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
         else:
-            raise ValueError(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://user@host/db")
+            raise ValueError(f"unsupported database URL {mask_url(url)!r}: use sqlite:///path or postgresql://user@host/db")
         self.metadata = MetaData()
         self.table = Table(
             f"{table_prefix}entries",
