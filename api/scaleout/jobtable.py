@@ -31,6 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 
+from ..store.entries import create_tables
+
 log = logging.getLogger("pipesched.scaleout")
 T = TypeVar("T")
 
@@ -82,7 +84,7 @@ class JobTable:
             Column("created_at", Float, nullable=False),
             Column("finished_at", Float, nullable=True),
         )
-        retrying(self.metadata.create_all, self.engine)
+        retrying(create_tables, self.engine, self.metadata)
 
     def record(self, job_id: str, key: str, method: str, budget_s: float, problem_json: str) -> None:
         """The enqueuing replica's row: ``queued``, unless a worker has written it already."""

@@ -113,7 +113,7 @@ class Store:
             Column("updated_at", Float, nullable=False),
             Index(f"{table_prefix}entries_key", "key"),
         )
-        self.metadata.create_all(self.engine)
+        create_tables(self.engine, self.metadata)
 
     # ------------------------------------------------------------------ reads
     def get(self, key: str, method: str) -> Entry | None:
@@ -196,6 +196,23 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+#: Advisory-lock id that serialises table creation across replicas and workers starting at once.
+SCHEMA_LOCK = 0x70697066  # "pipf"
+
+
+def create_tables(engine: Engine, metadata: MetaData) -> None:
+    """Create the missing tables of ``metadata``. On PostgreSQL under a transaction-scoped advisory
+    lock: ``CREATE TABLE`` of two starters at once is not atomic (the loser dies on ``DuplicateTable``
+    or a ``pg_type`` unique violation), so replicas and workers starting together on an empty
+    database take turns, and each later one finds the tables there."""
+    if engine.dialect.name != "postgresql":
+        metadata.create_all(engine)
+        return
+    with engine.begin() as c:
+        c.execute(select(func.pg_advisory_xact_lock(SCHEMA_LOCK)))
+        metadata.create_all(c)
 
 
 def _better_than_stored(t: Table, status: str, objective: float | None):  # noqa: ANN202 (SQL expression)

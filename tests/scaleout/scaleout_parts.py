@@ -134,3 +134,43 @@ def nice_of(pid: int) -> int:
 
 def start_worker(db: str, log: Path, *flags: str) -> Proc:
     return Proc(["worker", "--db", db, "--heartbeat-timeout", "3", "--log-level", "info", *flags], log)
+
+
+def fresh_database(admin: str) -> str:
+    """A new empty database on the server of ``admin`` (drop it with :func:`drop_database`)."""
+    name = f"pipesched_race_{os.getpid()}_{time.monotonic_ns() % 10**9}"
+    admin_sql(admin, f"CREATE DATABASE {name}")
+    return f"{admin.rsplit('/', 1)[0]}/{name}"
+
+
+def drop_database(admin: str, url: str) -> None:
+    admin_sql(admin, f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
+
+
+def start_at_once(db: str, logs: Path) -> tuple[list[int], list[Proc]]:
+    """Two ``serve --workers external`` replicas and a worker started at the same instant on ``db``;
+    returns the replicas' ports and the three processes (stop them after)."""
+    ports = [free_port(), free_port()]
+    procs = [Proc(["serve", "--port", str(port), "--db", db, "--workers", "external"], logs / f"replica{i}.log")
+             for i, port in enumerate(ports)]
+    procs.append(start_worker(db, logs / "worker.log"))
+    return ports, procs
+
+
+def all_up(ports: list[int], procs: list[Proc], hang_s: float = 90) -> str | None:
+    """None once both replicas answer /healthz 200 and the worker says it is solving; otherwise what
+    went wrong (a process that exited, with its log's last line)."""
+    end = time.monotonic() + hang_s
+    while time.monotonic() < end:
+        for proc in procs:
+            if proc.proc.poll() is not None:
+                lines = proc.log.read_text().strip().splitlines()
+                return f"{proc.log.name}: exited {proc.proc.returncode}: {lines[-1] if lines else ''}"
+        healthy = 0
+        for port in ports:
+            with contextlib.suppress(httpx.TransportError):
+                healthy += httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+        if healthy == len(ports) and "solving up to" in procs[-1].log.read_text():
+            return None
+        time.sleep(0.1)
+    return f"not all up after {hang_s:g} s"
