@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -27,14 +28,15 @@ from .http.middleware import CacheHitFastPath, Guard
 from .http.routes import jobs, ops, plan, schedules, solve
 from .models import PlanRequest, SolveRequest
 from .services.accept import BodyMemo
+from .services.health import Health
 from .services.jobs import JobManager
 from .services.metrics import Metrics
 from .services.plan import PlanJobs
-from .services.replies import validation_reply
+from .services.replies import unavailable_reply, validation_reply
 from .services.state import Service
 from .settings import Settings
 from .solving.runner import ProcessRunner
-from .store import Cache, Store
+from .store import Cache, Store, StoreUnavailable
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -48,7 +50,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner = ProcessRunner(settings.kill_grace_s)
         manager = JobManager(settings, cache, metrics, runner)
         plans = PlanJobs(settings, runner)  # POST /v1/plan: its own table and jobs
-        app.state.service = Service(settings, store, cache, metrics, manager, plans, BodyMemo(settings.memo_entries))
+        # Store calls, solve waits and plan waits each hold a thread; the default pool (CPUs + 4) made
+        # requests queue behind an unreachable database's waits.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(settings.threads, "pipesched"))
+        health = Health(store)
+        app.state.service = Service(settings, store, cache, metrics, manager, plans, BodyMemo(settings.memo_entries),
+                                    health)
         if settings.workers == "external":
             from .scaleout.front import ExternalJobs
 
@@ -65,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await plans.close()
             if app.state.service.external is not None:
                 await app.state.service.external.close()
+            health.close()
             store.close()
 
     app = FastAPI(
@@ -77,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     add_offline_docs(app)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StoreUnavailable, store_unavailable)  # type: ignore[arg-type]
     for router in (solve.router, plan.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
     app.add_middleware(CacheHitFastPath, max_body_bytes=settings.max_body_bytes)
@@ -85,6 +94,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     configure_logging()
     app.openapi = _openapi_with_hand_parsed_bodies(app)  # type: ignore[method-assign]
     return app
+
+
+async def store_unavailable(_request: Request, exc: StoreUnavailable) -> Response:
+    return respond(unavailable_reply(exc))
 
 
 async def validation_error(_request: Request, exc: RequestValidationError) -> Response:

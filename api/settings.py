@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     max_concurrent_solves: int = Field(2, description="Solver processes running at once.")
     max_queued_solves: int = Field(32, description="Distinct solves waiting for a process; more is refused with 429.")
     kill_grace_s: float = Field(5.0, description="A solve is killed at time_limit_s + kill_grace_s wall-clock.")
+    threads: int = Field(64, ge=4, description="Threads for store calls and waits on solver processes.")
     max_body_bytes: int = 256 * 1024
     finished_jobs_kept: int = 1024
     memo_entries: int = 4096

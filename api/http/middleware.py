@@ -12,14 +12,13 @@ bad body, a wrong token) goes on to the route unchanged.
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..services.accept import Accepted
 from ..services.metrics import Metrics
-from ..services.replies import solve_json
+from ..services.replies import Reply, json_reply, solve_reply
 from ..services.solve import memo_answer
 from .deps import token_ok
 
@@ -44,12 +43,19 @@ class CacheHitFastPath:
             await self.app(scope, _replay(body, receive), send)
             return
         scope["route"] = _SOLVE_ROUTE
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]})
-        await send({"type": "http.response.body", "body": answer})
+        await send_reply(send, answer)
 
 
-def _cached_answer(scope: Scope, body: bytes) -> bytes | None:
+async def send_reply(send: Send, reply: Reply, extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """Send a service :class:`Reply` as the whole ASGI response."""
+    body = reply.body.encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *((k.lower().encode(), v.encode("latin-1")) for k, v in reply.headers.items()), *extra]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _cached_answer(scope: Scope, body: bytes) -> Reply | None:
     """The route's answer when it is a cache hit, or None to let the route decide (and explain)."""
     svc = scope["app"].state.service
     if svc.settings.token and not token_ok(svc.settings.token, _header(scope, b"authorization")):
@@ -62,7 +68,7 @@ def _cached_answer(scope: Scope, body: bytes) -> bytes | None:
         return None
     svc.metrics.cache_hits += 1
     svc.metrics.fast_hits += 1
-    return solve_json(accepted.key, True, hit, accepted.problem_json).encode()
+    return solve_reply(accepted.key, True, hit, accepted.problem_json)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -111,15 +117,9 @@ class Guard:
 
     async def _too_large(self, send: Send, length: int | None) -> None:
         size = f"{length} bytes" if length is not None else "the body"
-        body = json.dumps({
+        await send_reply(send, json_reply(413, {
             "detail": f"request body too large: {size} is over the cap of {self.max_body_bytes} bytes (max_body_bytes)",
-            "cap": "max_body_bytes",
-            "limit": self.max_body_bytes,
-        }).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+            "cap": "max_body_bytes", "limit": self.max_body_bytes}), ((b"connection", b"close"),))
 
 
 def _content_length(scope: Scope) -> int | None:

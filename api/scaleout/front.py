@@ -13,11 +13,13 @@ import json
 import time
 from typing import Any
 
+import psycopg
+
 from ..services.accept import Accepted
 from ..services.jobs import Job
 from ..services.replies import Reply, failed_reply, job_json, json_reply, pending_reply, solve_reply
 from ..settings import Settings, mask_url
-from ..store import Cache, Hit, Store
+from ..store import Cache, Hit, Store, StoreUnavailable
 from .jobtable import JobTable
 from .queue import PRIORITY_BATCH, PRIORITY_INTERACTIVE, JobQueue, dedupe_key
 from .wakeups import Listener, done_channel, wait_woken
@@ -25,6 +27,8 @@ from .wakeups import Listener, done_channel, wait_woken
 #: A waiting request is woken by the worker's notification; this re-check is only the safety net
 #: for a notification lost while the listening connection was down.
 SAFETY_RECHECK_S = 2.0
+#: How long a request's database call retries a lost connection before the request answers 503.
+REQUEST_RETRY_S = 2.0
 
 
 class ExternalJobs:
@@ -34,8 +38,9 @@ class ExternalJobs:
         if store.dialect != "postgresql":
             raise ValueError(f"--workers external needs a postgresql:// store (got {mask_url(settings.db)!r})")
         self.store, self.cache = store, cache
-        self.queue = JobQueue(settings.db, settings.table_prefix)
-        self.table = JobTable(store.engine, settings.table_prefix)
+        # A request finds out in seconds that PostgreSQL is away (503 + Retry-After); the worker waits it out.
+        self.queue = JobQueue(settings.db, settings.table_prefix, retry_for_s=REQUEST_RETRY_S)
+        self.table = JobTable(store.engine, settings.table_prefix, retry_for_s=REQUEST_RETRY_S)
         self.done = done_channel(settings.table_prefix)
         self.listener = Listener(self.queue.url, [self.done])
         self.retention_s = settings.job_retention_s
@@ -54,8 +59,11 @@ class ExternalJobs:
         payload = json.dumps({"key": accepted.key, "method": accepted.method, "budget_s": accepted.time_limit_s,
                               "problem": accepted.problem_json, "hint": hint_json}).encode()
         level = PRIORITY_BATCH if (priority or "").lower() == "batch" else PRIORITY_INTERACTIVE
-        job_id = await self.queue.enqueue(payload, level, dedupe_key(accepted.key, accepted.method,
-                                                                     accepted.time_limit_s))
+        try:
+            job_id = await self.queue.enqueue(payload, level, dedupe_key(accepted.key, accepted.method,
+                                                                         accepted.time_limit_s))
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            raise StoreUnavailable("postgresql", "cannot reach the database server", 2, f"{type(e).__name__}: {e}") from e
         await asyncio.to_thread(self.table.record, job_id, accepted.key, accepted.method,
                                 accepted.time_limit_s, accepted.problem_json)
         row = await self._wait(job_id, accepted.wait_s)

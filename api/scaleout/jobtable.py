@@ -32,6 +32,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 
 from ..store.entries import create_tables
+from ..store.errors import guarded
 
 log = logging.getLogger("pipesched.scaleout")
 T = TypeVar("T")
@@ -65,8 +66,12 @@ def _is_disconnect(e: DBAPIError) -> bool:
 class JobTable:
     """Table ``{prefix}jobs`` next to the cache's entries (PostgreSQL only: the scale-out mode)."""
 
-    def __init__(self, engine: Engine, table_prefix: str = "") -> None:
+    def __init__(self, engine: Engine, table_prefix: str = "", retry_for_s: float = 60.0) -> None:
+        """``retry_for_s``: how long a call keeps retrying while the database is unreachable (a worker
+        waits a restart out; a replica answering a request gives up in seconds: 503, Retry-After)."""
         self.engine = engine
+        self.dialect = "postgresql"
+        self.retry_for_s = retry_for_s
         self.metadata = MetaData()
         self.table = Table(
             f"{table_prefix}jobs",
@@ -86,12 +91,14 @@ class JobTable:
         )
         retrying(create_tables, self.engine, self.metadata)
 
+    @guarded
     def record(self, job_id: str, key: str, method: str, budget_s: float, problem_json: str) -> None:
         """The enqueuing replica's row: ``queued``, unless a worker has written it already."""
         row = _row(job_id, key, method, budget_s, problem_json, state="queued", attempts=0)
         stmt = postgresql.insert(self.table).values(**row).on_conflict_do_nothing(index_elements=["id"])
-        retrying(self._execute, stmt)
+        self._retry(self._execute, stmt)
 
+    @guarded
     def start(self, job_id: str, key: str, method: str, budget_s: float, problem_json: str, worker: str) -> int:
         """A worker begins an attempt: state ``running``; returns the attempt number (1 for the first)."""
         t = self.table
@@ -100,25 +107,31 @@ class JobTable:
                 .on_conflict_do_update(index_elements=["id"],
                                        set_={"state": "running", "attempts": t.c.attempts + 1, "worker": worker})
                 .returning(t.c.attempts))
-        return int(retrying(self._scalar, stmt))
+        return int(self._retry(self._scalar, stmt))
 
+    @guarded
     def finish(self, job_id: str, state: str, outcome: str, error: str | None) -> None:
         """``done`` (the schedule is in the cache) or ``failed`` with the reason."""
         t = self.table
         stmt = (update(t).where(t.c.id == job_id)
                 .values(state=state, outcome=outcome, error=error, finished_at=time.time()))
-        retrying(self._execute, stmt)
+        self._retry(self._execute, stmt)
 
+    @guarded
     def get(self, job_id: str) -> Any | None:
         t = self.table
-        return retrying(self._first, select(t).where(t.c.id == job_id))
+        return self._retry(self._first, select(t).where(t.c.id == job_id))
 
+    @guarded
     def prune(self, retention_s: float) -> int:
         """Delete finished (``done``/``failed``) records older than ``retention_s``; never a queued or
         running one. Returns how many went. The schedules stay in the cache."""
         t = self.table
         stmt = delete(t).where(t.c.state.in_(("done", "failed")), t.c.finished_at < time.time() - retention_s)
-        return int(retrying(self._rowcount, stmt))
+        return int(self._retry(self._rowcount, stmt))
+
+    def _retry(self, fn: Callable[..., T], *args: Any) -> T:
+        return retrying(fn, *args, retry_for_s=self.retry_for_s)
 
     def drop(self) -> None:
         self.metadata.drop_all(self.engine)

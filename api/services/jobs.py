@@ -20,7 +20,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ..settings import Settings
 from ..solving.runner import Outcome, ProcessRunner
-from ..store import Cache, Entry, Hit
+from ..store import Cache, Entry, Hit, StoreUnavailable
+from .log import REQUEST_ID, log
 from .metrics import Metrics
 
 JobState = Literal["queued", "running", "done", "failed"]
@@ -108,6 +109,17 @@ class JobBook(Generic[J]):
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+async def keep(cache: Cache, entry: Entry) -> Hit:
+    """Store a computed schedule and memoise what the store now holds; when the store refuses it, the
+    schedule is still the answer (memoised, with a warning that it was not stored): never lost."""
+    try:
+        return cache.remember(await asyncio.to_thread(cache.store.put, **entry.values()))
+    except StoreUnavailable as e:
+        log.warning("request %s: a %s schedule for key %s was not stored: %s (%s)", REQUEST_ID.get(),
+                    entry.method, entry.key, e, e.detail)
+        return cache.remember_unstored(entry, e)
+
+
 class JobManager:
     """Solve jobs in this replica's solver processes, their answers stored in the cache."""
 
@@ -150,18 +162,16 @@ class JobManager:
             if job.state == "queued":
                 self.metrics.solves_queued -= 1
         job.outcome = outcome
-        if outcome == "ok":
-            job.hit = self.cache.remember(await asyncio.to_thread(self._store, job, payload))
-            job.state = "done"
-        else:
+        if outcome != "ok":
             job.error, job.state = payload, "failed"
-
-    def _store(self, job: Job, schedule_json: str) -> Entry:
-        data = json.loads(schedule_json)
-        return self.cache.store.put(
-            key=job.key, method=job.method, status=data["status"], objective_value=data.get("objective_value"),
-            lower_bound=data.get("lower_bound"), budget_s=job.time_limit_s,
-            solve_time_s=float(data.get("solve_time_s") or 0.0), schedule_json=schedule_json)
+            return
+        data = json.loads(payload)
+        entry = Entry(key=job.key, method=job.method, status=data["status"], objective_value=data.get("objective_value"),
+                      lower_bound=data.get("lower_bound"), budget_s=job.time_limit_s,
+                      solve_time_s=float(data.get("solve_time_s") or 0.0), schedule_json=payload,
+                      created_at=time.time(), updated_at=time.time())
+        job.hit = await keep(self.cache, entry)
+        job.state = "done"
 
     async def close(self) -> None:
         self.runner.kill_all()

@@ -14,16 +14,18 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
 from ..settings import Settings
 from ..solving.plan_worker import run_plan
 from ..solving.runner import ProcessRunner
-from ..store import Entry, Store
+from ..store import Entry, Store, StoreUnavailable
 from .jobs import JobBook, JobRecord
+from .log import REQUEST_ID, log
 from .plan_accept import AcceptedPlan
-from .replies import Reply, job_head, job_reply
+from .replies import Reply, job_head, job_reply, warning_header
 
 #: The plan cache's table is ``{table_prefix}plan_entries``.
 TABLE_PREFIX = "plan_"
@@ -32,21 +34,23 @@ TABLE_PREFIX = "plan_"
 @dataclass
 class PlanJob(JobRecord):
     entry: Entry | None = None  # the stored plan once done
+    not_stored: str | None = None  # why the plan is the answer but not in the store
 
 
-def plan_response_json(key: str, cached: bool, entry: Entry) -> str:
-    """``{"key", "cached", "plan"}`` around the stored plan text (never re-serialised)."""
-    return f'{{"key":"{key}","cached":{"true" if cached else "false"},"plan":{entry.schedule_json}}}'
+def plan_response_json(key: str, cached: bool, entry: Entry, not_stored: str | None = None) -> str:
+    """``{"key", "cached", "plan", "warnings"}`` around the stored plan text (never re-serialised)."""
+    return (f'{{"key":"{key}","cached":{"true" if cached else "false"},"plan":{entry.schedule_json},'
+            f'"warnings":{json.dumps([not_stored] if not_stored else [])}}}')
 
 
-def plan_reply(key: str, cached: bool, entry: Entry) -> Reply:
-    return Reply(200, plan_response_json(key, cached, entry))
+def plan_reply(key: str, cached: bool, entry: Entry, not_stored: str | None = None) -> Reply:
+    return Reply(200, plan_response_json(key, cached, entry, not_stored), warning_header(not_stored))
 
 
 def plan_job_json(job: PlanJob) -> str:
     """``GET /v1/jobs/{job}`` for a plan: the solve job's fields, ``result`` as POST /v1/plan gives it."""
     if job.state == "done" and job.entry is not None:
-        return job_head(job) + f',"result":{plan_response_json(job.key, False, job.entry)}}}'
+        return job_head(job) + f',"result":{plan_response_json(job.key, False, job.entry, job.not_stored)}}}'
     return job_head(job) + ',"result":null}'
 
 
@@ -87,19 +91,22 @@ class PlanJobs:
             args = (req.model_json, req.cluster_json, req.method, req.time_limit_s, req.module_names)
             outcome, payload = await asyncio.to_thread(self.runner.call, run_plan, args, req.time_limit_s)
         job.outcome = outcome
-        if outcome == "ok":
-            job.entry = await asyncio.to_thread(self._store, job, payload)
-            job.state = "done"
-        else:
+        if outcome != "ok":
             job.error, job.state = payload, "failed"
-
-    def _store(self, job: PlanJob, plan_json: str) -> Entry:
-        data = json.loads(plan_json)
+            return
+        data = json.loads(payload)
         m, step, bound = data.get("microbatches"), data.get("step_time"), data.get("lower_bound")
         per_mb = (lambda x: None if x is None or not m else x / m)  # noqa: E731 (the planner's criterion)
-        return self.store.put(key=job.key, method=job.method, status=data["status"],
-                              objective_value=per_mb(step), lower_bound=per_mb(bound), budget_s=job.time_limit_s,
-                              solve_time_s=float(data.get("solve_time_s") or 0.0), schedule_json=plan_json)
+        entry = Entry(key=job.key, method=job.method, status=data["status"], objective_value=per_mb(step),
+                      lower_bound=per_mb(bound), budget_s=job.time_limit_s,
+                      solve_time_s=float(data.get("solve_time_s") or 0.0), schedule_json=payload,
+                      created_at=time.time(), updated_at=time.time())
+        try:
+            job.entry = await asyncio.to_thread(self.store.put, **entry.values())
+        except StoreUnavailable as e:  # the plan is still the answer: keep it, warn that it was not stored
+            log.warning("request %s: a plan for key %s was not stored: %s (%s)", REQUEST_ID.get(), job.key, e, e.detail)
+            job.entry, job.not_stored = entry, f"not stored in the cache: {e}; the plan is complete"
+        job.state = "done"
 
     async def close(self) -> None:
         await self.book.close()
@@ -114,6 +121,6 @@ async def plan(plans: PlanJobs, accepted: AcceptedPlan) -> Reply:
         return plan_reply(accepted.key, True, hit)
 
     def answer(job: PlanJob) -> Reply | None:
-        return plan_reply(job.key, False, job.entry) if job.entry is not None else None
+        return plan_reply(job.key, False, job.entry, job.not_stored) if job.entry is not None else None
 
     return await job_reply(lambda: plans.submit(accepted), accepted.wait_s, answer)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import Hit
+from ..store import Hit, StoreUnavailable
 from .jobs import Job, JobRecord, Overloaded
 from .log import REQUEST_ID, log
 
@@ -33,8 +33,26 @@ def solve_json(key: str, cached: bool, hit: Hit, problem_json: str) -> str:
             f'"warnings":{hit.warnings_json}}}')
 
 
+#: Header of an answer the store could not keep (the body's ``warnings`` says the same).
+WARNING_HEADER = "X-Pipesched-Warning"
+
+
+def warning_header(not_stored: str | None) -> dict[str, str]:
+    return {WARNING_HEADER: not_stored} if not_stored else {}
+
+
 def solve_reply(key: str, cached: bool, hit: Hit, problem_json: str) -> Reply:
-    return Reply(200, solve_json(key, cached, hit, problem_json))
+    return Reply(200, solve_json(key, cached, hit, problem_json), warning_header(hit.not_stored))
+
+
+def unavailable_reply(e: StoreUnavailable) -> Reply:
+    """503 where nothing was computed: the store and the reason in words, when to retry. The
+    library's text goes to the log under the request id, never into the body."""
+    rid = REQUEST_ID.get()
+    log.warning("request %s: %s (%s)", rid, e, e.detail)
+    return json_reply(503, {
+        "detail": f"{e}; nothing was computed for this request: retry in {e.retry_after_s} s",
+        "store": e.store, "reason": e.reason, "request_id": rid}, {"Retry-After": str(e.retry_after_s)})
 
 
 def entry_reply(hit: Hit) -> Reply:

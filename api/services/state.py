@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..settings import Settings
 from ..store import Cache, Store
 from .accept import BodyMemo
+from .health import Health
 from .jobs import JobManager
 from .metrics import Metrics
 from .plan import PlanJobs
@@ -25,4 +26,5 @@ class Service:
     jobs: JobManager
     plans: PlanJobs
     accepted: BodyMemo
+    health: Health
     external: ExternalJobs | None = None  # set with --workers external

@@ -7,5 +7,6 @@ here knows about HTTP.
 
 from .cache import Cache, Hit
 from .entries import FINAL_STATUSES, Entry, Store
+from .errors import StoreUnavailable
 
-__all__ = ["FINAL_STATUSES", "Cache", "Entry", "Hit", "Store"]
+__all__ = ["FINAL_STATUSES", "Cache", "Entry", "Hit", "Store", "StoreUnavailable"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pipesched.solver.core.problem import Problem
 
 from .entries import Entry, Store
+from .errors import StoreUnavailable
 
 _PROBLEM_PREFIX = '{"problem":'
 _AFTER_PROBLEM = ',"method":'  # first field after the problem; cannot occur inside a problem's JSON
@@ -30,6 +31,7 @@ _PEAKS = re.compile(r'"peak_memory":\[([^\]]*)\]')
 class Hit:
     entry: Entry
     tail: str  # the schedule JSON from ',"method":' on
+    not_stored: str | None = None  # why this schedule is in memory only (the store refused the write)
 
     def schedule_json(self, problem_json: str) -> str:
         """The schedule with ``problem_json`` as its problem: ``Schedule(problem=p, ...)`` dumped."""
@@ -41,16 +43,15 @@ class Hit:
 
         Only the stored problem and the ``peak_memory`` list are read, not the whole schedule.
         """
+        warnings = [self.not_stored] if self.not_stored else []
         stored = self.entry.schedule_json
         problem_text = stored[len(_PROBLEM_PREFIX):len(stored) - len(self.tail)]
-        if '"limit":null' not in problem_text:
-            return "[]"
-        peaks = _PEAKS.search(self.tail)
-        if peaks is None:
-            return "[]"
-        problem = Problem.model_validate_json(problem_text)
-        warning = problem.memory_warning(json.loads(f"[{peaks.group(1)}]"))
-        return json.dumps([warning] if warning else [])
+        peaks = _PEAKS.search(self.tail) if '"limit":null' in problem_text else None
+        if peaks is not None:
+            problem = Problem.model_validate_json(problem_text)
+            warning = problem.memory_warning(json.loads(f"[{peaks.group(1)}]"))
+            warnings += [warning] if warning else []
+        return json.dumps(warnings)
 
 
 def split_schedule(schedule_json: str) -> str:
@@ -81,10 +82,18 @@ class Cache:
         return self._optimal.get(key)
 
     def get(self, key: str, method: str) -> Hit | None:
+        """The entry, from the memo while fresh, else from the store; while the store is unavailable, a
+        stale memo entry is what is available (served), and without one :class:`StoreUnavailable` rises."""
         hit = self.peek(key, method)
         if hit is not None:
             return hit
-        entry = self.store.get(key, method)
+        try:
+            entry = self.store.get(key, method)
+        except StoreUnavailable:
+            stale = self._memo.get((key, method))
+            if stale is None:
+                raise
+            return stale[0]
         return self.remember(entry) if entry else None
 
     def best(self, key: str) -> Hit | None:
@@ -94,6 +103,14 @@ class Cache:
             return optimal
         entry = self.store.best(key)
         return self.remember(entry) if entry else None
+
+    def remember_unstored(self, entry: Entry, why: StoreUnavailable) -> Hit:
+        """A schedule the store refused: kept in memory for ``ttl_s`` (then the store is asked again and,
+        on a miss, the next request solves and tries to store it again), answered with a warning."""
+        hit = Hit(entry, split_schedule(entry.schedule_json),
+                  f"not stored in the cache: {why}; the schedule is complete, but a later request may solve again")
+        self._memo[(entry.key, entry.method)] = (hit, time.monotonic() + self.ttl_s)
+        return hit
 
     def remember(self, entry: Entry) -> Hit:
         hit = Hit(entry, split_schedule(entry.schedule_json))

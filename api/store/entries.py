@@ -13,9 +13,11 @@ equal and now proven optimal).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -41,9 +43,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 
 from ..settings import mask_url
+from .errors import StoreUnavailable, guarded
 
 #: Statuses that no further solving can change: served from the cache always.
 FINAL_STATUSES = ("optimal", "infeasible")
+
+#: PostgreSQL: seconds to wait for a connection to open, and for a free pooled connection.
+CONNECT_TIMEOUT_S = 2
+POOL_TIMEOUT_S = 2.0
 
 #: Relative tolerance when comparing objectives (times are rounded to 1e-9 by the solver).
 _REL_TOL = 1e-9
@@ -68,6 +75,12 @@ class Entry:
     def final(self) -> bool:
         return self.status in FINAL_STATUSES
 
+    def values(self) -> dict[str, Any]:
+        """What :meth:`Store.put` takes to record this entry."""
+        return {"key": self.key, "method": self.method, "status": self.status, "objective_value": self.objective_value,
+                "lower_bound": self.lower_bound, "budget_s": self.budget_s, "solve_time_s": self.solve_time_s,
+                "schedule_json": self.schedule_json}
+
     def satisfies(self, time_limit_s: float) -> bool:
         """Served as is: proven final, or already given at least this much time."""
         return self.final or self.budget_s >= time_limit_s
@@ -88,13 +101,18 @@ class Store:
         url = normalise_url(url)
         u = make_url(url)
         self.dialect = u.get_backend_name()
+        self.sqlite_path: Path | None = None
         if self.dialect == "sqlite":
             if u.database and u.database != ":memory:":
-                Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self.sqlite_path = Path(u.database).expanduser()
+                self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
             event.listen(self.engine, "connect", _sqlite_pragmas)
         elif self.dialect == "postgresql":
-            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            # Bounded waits: a request finds out in seconds that the server is away (503), instead of
+            # hanging on a connection attempt or a free pooled connection.
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, pool_timeout=POOL_TIMEOUT_S,
+                                        connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
         else:
             raise ValueError(f"unsupported database URL {mask_url(url)!r}: use sqlite:///path or postgresql://user@host/db")
         self.metadata = MetaData()
@@ -114,14 +132,18 @@ class Store:
             Index(f"{table_prefix}entries_key", "key"),
         )
         create_tables(self.engine, self.metadata)
+        self.write_failure: StoreUnavailable | None = None  # the last write's outage, until one succeeds
+        self.failed_bytes = 0  # the size of that write
 
     # ------------------------------------------------------------------ reads
+    @guarded
     def get(self, key: str, method: str) -> Entry | None:
         t = self.table
         with self.engine.connect() as c:
             row = c.execute(select(t).where(t.c.key == key, t.c.method == method)).first()
         return _entry(row) if row else None
 
+    @guarded
     def best(self, key: str) -> Entry | None:
         """The best entry of a problem over all methods: proven optimal first, then lowest objective."""
         t = self.table
@@ -136,13 +158,38 @@ class Store:
             row = c.execute(q).first()
         return _entry(row) if row else None
 
+    @guarded
     def count(self) -> int:
         with self.engine.connect() as c:
             return int(c.execute(select(func.count()).select_from(self.table)).scalar_one())
 
+    @guarded
     def ping(self) -> None:
         with self.engine.connect() as c:
             c.execute(text("SELECT 1"))
+
+    def health(self) -> StoreUnavailable | None:
+        """None when the store answers and its last write did not fail; otherwise why not.
+
+        A write that failed for want of space keeps the store unhealthy until a write succeeds or,
+        on SQLite, the file system has room for it again (a small probe write can pass on a full disk
+        while a schedule cannot: SQLite reuses its write-ahead log's space)."""
+        try:
+            self.ping()
+        except StoreUnavailable as e:
+            return e
+        failure = self.write_failure
+        if failure is None:
+            return None
+        if failure.reason == "cannot reach the database server":  # it answers again
+            self.write_failure = None
+            return None
+        if self.dialect == "sqlite" and self.sqlite_path is not None:
+            free = os.statvfs(self.sqlite_path.parent)
+            if free.f_bavail * free.f_frsize >= 4 * self.failed_bytes + 65536:
+                self.write_failure = None
+                return None
+        return failure
 
     # ----------------------------------------------------------------- writes
     def put(
@@ -157,7 +204,21 @@ class Store:
         solve_time_s: float,
         schedule_json: str,
     ) -> Entry:
-        """Record a solve; the row keeps whichever schedule is better. Returns the row now stored."""
+        """Record a solve; the row keeps whichever schedule is better. Returns the row now stored.
+        :class:`StoreUnavailable` when it cannot (remembered for ``/healthz`` until a write succeeds)."""
+        try:
+            entry = self._put(key=key, method=method, status=status, objective_value=objective_value,
+                              lower_bound=lower_bound, budget_s=budget_s, solve_time_s=solve_time_s,
+                              schedule_json=schedule_json)
+        except StoreUnavailable as e:
+            self.write_failure, self.failed_bytes = e, len(schedule_json)
+            raise
+        self.write_failure = None
+        return entry
+
+    @guarded
+    def _put(self, *, key: str, method: str, status: str, objective_value: float | None,
+             lower_bound: float | None, budget_s: float, solve_time_s: float, schedule_json: str) -> Entry:
         t = self.table
         now = time.time()
         values = {

@@ -86,6 +86,16 @@ class Server:
     def get(self, path: str, **kwargs) -> httpx.Response:  # noqa: ANN003
         return httpx.get(f"{self.url}{path}", timeout=60, **kwargs)
 
+    def wait_healthy(self, hang_s: float = 60) -> bool:
+        """Poll ``/healthz`` until it answers 200 (True) or ``hang_s`` passes (False)."""
+        end = time.monotonic() + hang_s
+        while time.monotonic() < end:
+            with contextlib.suppress(httpx.TransportError):
+                if self.get("/healthz").status_code == 200:
+                    return True
+            time.sleep(0.1)
+        return False
+
     def wait_job(self, job: str, hang_s: float = 120) -> dict:
         """The job's report once it is done or failed. ``hang_s`` only stops a hung test; it is no
         claim about speed (speed is measured in benchmarks/)."""

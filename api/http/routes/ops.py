@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 
 from pipesched.solver import methods
 
 from ...models import MethodOut
-from ..deps import ServiceDep
+from ..deps import ServiceDep, respond
 
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/healthz", responses={503: {"description": "The store cannot be reached."}})
-async def healthz(svc: ServiceDep) -> JSONResponse:
-    try:
-        await asyncio.to_thread(svc.store.ping)
-    except Exception as e:
-        return JSONResponse({"status": "unavailable", "store": f"{type(e).__name__}: {e}"}, status_code=503)
-    return JSONResponse({"status": "ok", "store": svc.store.dialect})
+@router.get("/healthz", responses={503: {"description": "The store cannot be read or written now: the "
+                                     "reason in words, and Retry-After."}})
+async def healthz(svc: ServiceDep) -> Response:
+    """``{"status": "ok", "store"}``, or 503 ``{"status": "unavailable", "store", "reason"}``; at once."""
+    return respond(await svc.health.reply())
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
