@@ -93,7 +93,7 @@ def server_engine(config: EngineConfig) -> Engine:
     from pipesched.client import Client, ServiceError
 
     assert config.server is not None
-    client = Client(config.server, token=config.token, cache_dir=False, timeout=config.time_limit_s + 60,
+    client = Client(config.server, token=config.token, cache_dir=False, timeout=config.time_limit_s + 60, deadline_s=None,
                     priority="batch")  # a sweep queues behind interactive requests
 
     def solve(problem: Problem, hint: Schedule | None) -> Answer:

@@ -43,7 +43,8 @@ def server_plans(config: EngineConfig) -> PlanEngine:
     from pipesched.client import Client, ServiceError
 
     assert config.server is not None
-    client = Client(config.server, token=config.token, cache_dir=False, timeout=config.time_limit_s + 60)
+    client = Client(config.server, token=config.token, cache_dir=False, timeout=config.time_limit_s + 60,
+                    deadline_s=None)  # a sweep waits for each answer as long as the service works on it
 
     def plan(req: PlanRequest) -> Answer:
         try:
