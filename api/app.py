@@ -89,7 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (solve.router, plan.router, jobs.router, schedules.router, ops.router, page.router):
         app.include_router(router)
     app.add_middleware(CacheHitFastPath, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics,
+                       body_timeout_s=settings.body_timeout_s)
     app.add_middleware(RequestIds)  # outermost: ids every request, logs and answers unexpected errors
     configure_logging()
     app.openapi = _openapi_with_hand_parsed_bodies(app)  # type: ignore[method-assign]

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from pipesched.solver.core.io import InputError, describe_validation_error
 
+from .http.limits import limited_protocol
 from .settings import Settings, mask_url, scrub
 
 MAX_PORT = 65535
@@ -88,6 +89,9 @@ def serve(args: argparse.Namespace, check_external: Any) -> int:
         from .app import create_app
 
         config = uvicorn.Config(create_app(settings), log_level=args.log_level, access_log=False)
+        config.load()
+        config.http_protocol_class = limited_protocol(config.http_protocol_class, settings.header_timeout_s,
+                                                      settings.max_connections)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         _AnnouncingServer(config, f"pipesched: serving on http://{shown}:{port} (store {mask_url(settings.db)})").run(

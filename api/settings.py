@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     kill_grace_s: float = Field(5.0, description="A solve is killed at time_limit_s + kill_grace_s wall-clock.")
     threads: int = Field(64, ge=4, description="Threads for store calls and waits on solver processes.")
     max_body_bytes: int = 256 * 1024
+    header_timeout_s: float = Field(10.0, gt=0, description="A request head not complete this long after its "
+                                    "first byte closes the connection.")
+    body_timeout_s: float = Field(20.0, gt=0, description="A request body not complete this long after its "
+                                  "head gets 408 and the connection is closed.")
+    max_connections: int = Field(1024, ge=1, description="Connections at once; one more is answered 503 "
+                                 "(Retry-After) and closed.")
     finished_jobs_kept: int = 1024
     memo_entries: int = 4096
     memo_ttl_s: float = Field(5.0, description="How long a non-final entry is served from memory before re-reading the store.")

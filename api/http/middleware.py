@@ -12,6 +12,7 @@ bad body, a wrong token) goes on to the route unchanged.
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -79,12 +80,15 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class Guard:
-    """Refuses bodies over ``max_body_bytes`` (413) and counts requests by route and status."""
+    """Refuses bodies over ``max_body_bytes`` (413) and bodies not complete within ``body_timeout_s`` of
+    the request head (408: a client that stalls mid-body no longer holds its connection), and counts
+    requests by route and status."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, metrics: Metrics, body_timeout_s: float = 20.0) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -103,8 +107,14 @@ class Guard:
             if length is not None and length > self.max_body_bytes:
                 await self._too_large(counting_send, length)
                 return
-            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-                body = await _read_capped(receive, self.max_body_bytes)
+            if scope["method"] in ("POST", "PUT", "PATCH"):
+                try:
+                    body = await asyncio.wait_for(_read_capped(receive, self.max_body_bytes), self.body_timeout_s)
+                except TimeoutError:
+                    await send_reply(counting_send, json_reply(408, {
+                        "detail": f"request body not received within {self.body_timeout_s:g} s (body_timeout_s)",
+                        "cap": "body_timeout_s", "limit": self.body_timeout_s}), ((b"connection", b"close"),))
+                    return
                 if body is None:
                     await self._too_large(counting_send, None)
                     return
