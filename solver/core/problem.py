@@ -35,6 +35,9 @@ PerStage = float | list[float]
 #: model's sizes): far beyond any real model (1e12 ms is 30 years), small enough that sums over the
 #: op cap stay exact to about 1e-4 relative in float64 and scaled integer models stay in int64.
 MAX_MAGNITUDE = 1e12
+#: Smallest non-zero magnitude: below any real cost or size (a femtosecond in ms, a byte in GiB); a
+#: subnormal one made ratios such as limit / delta overflow to infinity in the bounds and scaling.
+MIN_MAGNITUDE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -289,9 +292,12 @@ def _per_stage(name: str, value: PerStage, stages: int, *, non_negative: bool,
 
 
 def number_error(where: str, x: float, *, non_negative: bool) -> str | None:
-    """Why ``x`` is not an acceptable cost, delta or limit (finite, ``|x| <= MAX_MAGNITUDE``), or None."""
+    """Why ``x`` is not an acceptable cost, delta or limit (finite, 0 or ``MIN_MAGNITUDE <= |x| <=
+    MAX_MAGNITUDE``), or None."""
     if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
         return f"{where} must be a finite number of magnitude <= {MAX_MAGNITUDE:g} (got {x:g})"
+    if 0 < abs(x) < MIN_MAGNITUDE:
+        return f"{where} must be 0 or of magnitude >= {MIN_MAGNITUDE:g} (got {x:g})"
     if non_negative and x < 0:
         return f"{where} must be >= 0 (got {x:g})"
     return None

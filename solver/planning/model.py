@@ -17,12 +17,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..core.problem import MAX_MAGNITUDE  # one range for every cost, delta, size and memory figure
+from ..core.problem import MAX_MAGNITUDE, MIN_MAGNITUDE  # one range for every cost, delta, size and memory
 
 
 def _check_number(where: str, x: float, *, non_negative: bool) -> str | None:
     if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
         return f"{where} must be a finite number of magnitude <= {MAX_MAGNITUDE:g} (got {x})"
+    if 0 < abs(x) < MIN_MAGNITUDE:
+        return f"{where} must be 0 or of magnitude >= {MIN_MAGNITUDE:g} (got {x})"
     if non_negative and x < 0:
         return f"{where} must be >= 0 (got {x})"
     return None

@@ -16,6 +16,13 @@ def test_an_overflowing_cost_is_a_422_naming_the_field_and_the_range(server: Ser
     assert "costs.forward[" not in r.json()["error"]  # a scalar is reported once, not per stage
 
 
+def test_a_subnormal_memory_delta_is_a_422_naming_the_field(server: Server) -> None:
+    memory = {"forward": 5e-324, "backward_input": -5e-324, "backward_weight": 0, "limit": 1e12}
+    r = server.post({"problem": {"devices": 2, "microbatches": 3, "memory": memory}, "method": "cpsat"})
+    assert r.status_code == 422, r.text  # was 500 OverflowError: limit / delta overflowed in the bounds
+    assert "memory.forward must be 0 or of magnitude >= 1e-09" in r.json()["error"]
+
+
 def test_an_unexpected_error_is_logged_with_its_traceback_and_a_json_500_names_its_request_id(
         make_server, tmp_path: Path) -> None:  # noqa: ANN001
     server: Server = make_server(f"sqlite:///{tmp_path / 'cache.db'}").start()

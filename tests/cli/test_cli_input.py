@@ -26,6 +26,8 @@ def one_error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
      "costs.forward must be a finite number of magnitude <= 1e+12 (got 1e+308)"),
     (b'{"devices": 4, "microbatches": 4, "memory": {"forward": 1e13, "backward_weight": -1e13}}',
      "memory.forward must be a finite number of magnitude <= 1e+12"),
+    (b'{"devices": 4, "microbatches": 4, "costs": {"forward": 5e-324}}',  # subnormal: ratios overflowed
+     "costs.forward must be 0 or of magnitude >= 1e-09 (got 4.94066e-324)"),
 ])
 def test_an_unreadable_problem_is_one_line_and_exit_2(tmp_path: Path, capsys, content: bytes, says: str) -> None:  # noqa: ANN001
     path = tmp_path / "problem.json"
