@@ -26,6 +26,7 @@ from .http.docs import add_offline_docs
 from .http.errors import RequestIds, configure_logging
 from .http.middleware import CacheHitFastPath, Guard
 from .http.routes import jobs, ops, plan, schedules, solve
+from .http.schema import constrain
 from .models import PlanRequest, SolveRequest
 from .services.accept import BodyMemo
 from .services.health import Health
@@ -93,7 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        body_timeout_s=settings.body_timeout_s)
     app.add_middleware(RequestIds)  # outermost: ids every request, logs and answers unexpected errors
     configure_logging()
-    app.openapi = _openapi_with_hand_parsed_bodies(app)  # type: ignore[method-assign]
+    app.openapi = _openapi_with_hand_parsed_bodies(app, settings)  # type: ignore[method-assign]
     return app
 
 
@@ -105,8 +106,9 @@ async def validation_error(_request: Request, exc: RequestValidationError) -> Re
     return respond(validation_reply(exc.errors()))
 
 
-def _openapi_with_hand_parsed_bodies(app: FastAPI) -> Callable[[], dict[str, Any]]:
-    """FastAPI's schema plus ``SolveRequest`` and ``PlanRequest``, the bodies their routes parse by hand."""
+def _openapi_with_hand_parsed_bodies(app: FastAPI, settings: Settings) -> Callable[[], dict[str, Any]]:
+    """FastAPI's schema plus ``SolveRequest`` and ``PlanRequest``, the bodies their routes parse by hand,
+    with the service's ranges and caps (:mod:`pipesched.api.http.schema`)."""
     default = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -119,6 +121,7 @@ def _openapi_with_hand_parsed_bodies(app: FastAPI) -> Callable[[], dict[str, Any
             for name, sub in request.pop("$defs", {}).items():
                 components[f"{body.__name__}_{name}"] = sub
             components[body.__name__] = request
+        constrain(components, settings, [m.name for m in methods()])
         app.openapi_schema = schema
         return schema
 

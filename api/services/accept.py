@@ -45,7 +45,9 @@ def parse(model: type[M], body: bytes) -> M | Reply:
 
 def budgets(req: Any, settings: Settings) -> tuple[float, float]:
     """``(time_limit_s, wait_s)``: the request's, or the service defaults; the wait capped by the service."""
-    time_limit_s = req.time_limit_s if req.time_limit_s is not None else settings.default_time_limit_s
+    # the default never exceeds the service's own cap (a request that sent nothing is never refused for it)
+    time_limit_s = (req.time_limit_s if req.time_limit_s is not None
+                    else min(settings.default_time_limit_s, settings.max_time_limit_s))
     wait_s = min(req.wait_s if req.wait_s is not None else settings.default_wait_s, settings.max_wait_s)
     return time_limit_s, wait_s
 

@@ -123,7 +123,9 @@ def refusal_reply(detail: list[dict[str, Any]]) -> Reply:
 def failed_reply(job: Any) -> Reply:
     """A solve or plan that ended without an answer: 422 when the method does not apply, else 504/500."""
     if job.outcome == "not_applicable":
-        return refusal_reply([{"loc": ["body", "method"], "msg": job.error or "", "type": "not_applicable"}])
+        field, _, rest = (job.error or "").partition(": ")
+        loc, msg = (["body", field], rest) if field == "model" else (["body", "method"], job.error or "")
+        return refusal_reply([{"loc": loc, "msg": msg, "type": "not_applicable"}])
     status = 504 if job.outcome == "killed" else 500
     rid = REQUEST_ID.get()
     if status == 500:  # a solver bug or a crashed process: the log line the request id points to

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from multiprocessing.connection import Connection
 
+from pydantic import ValidationError
+
 from pipesched.solver.core.errors import NotApplicableError
-from pipesched.solver.core.io import InputError
+from pipesched.solver.core.io import InputError, describe_validation_error
 from pipesched.solver.formats.torch_csv import to_torch_csv
 from pipesched.solver.planning import Cluster, Model, Plan, plan
 from pipesched.solver.planning.cli import parse_module_names
@@ -32,6 +34,10 @@ def run_plan(conn: Connection, model_json: str, cluster_json: str, method: str, 
     """Plan and send ``("ok", plan_json)``, ``("not_applicable", msg)`` or ``("error", msg)``."""
     def work() -> str:
         model, cluster = Model.model_validate_json(model_json), Cluster.model_validate_json(cluster_json)
-        return plan_with_exports(model, cluster, method, time_limit_s, module_names).model_dump_json()
+        try:
+            return plan_with_exports(model, cluster, method, time_limit_s, module_names).model_dump_json()
+        except ValidationError as e:  # a stage's summed layers left the accepted range: the input's doing
+            raise InputError(f"model: the layers of one pipeline stage sum past the accepted range "
+                             f"({describe_validation_error(e)}); use smaller units or more stages") from None
 
     answer(conn, f"{method} plan", work, (NotApplicableError, InputError))

@@ -17,7 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..core.problem import MAX_MAGNITUDE, MIN_MAGNITUDE  # one range for every cost, delta, size and memory
+from ..core.problem import (  # one range for every cost, delta, size and memory
+    MAX_MAGNITUDE,
+    MIN_MAGNITUDE,
+)
 
 
 def _check_number(where: str, x: float, *, non_negative: bool) -> str | None:
