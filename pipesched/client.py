@@ -332,8 +332,8 @@ class Client:
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
 
     def _solve_local(self, problem: Problem, method: str, time_limit_s: float, why: ServiceUnavailable) -> str:
-        from pipesched.solver.core.isolated import solve_isolated
-        from pipesched.solver.core.registry import SolveOptions
+        from pipesched.solver import SolveOptions
+        from pipesched.solver.isolated import solve_isolated
 
         warnings.warn(
             f"pipesched service at {self.url} is unreachable; solving {method!r} on this machine "

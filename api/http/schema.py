@@ -19,15 +19,15 @@ from ..settings import Settings
 SOLVE_RULES = (
     "Also checked, across fields (422 naming the field otherwise): each per-stage list has one entry per model "
     "stage (devices x stages_per_device; placement 'dual': devices), costs.comm as a list one per boundary between "
-    "stages; memory.forward + backward_input + backward_weight = 0 for every stage; placement 'v' and 'dual' need "
+    "stages, costs.optimizer as a list one per device; memory.forward + backward_input + backward_weight = 0 for every stage; placement 'v' and 'dual' need "
     "stages_per_device = 2 ('dual' also an even devices, microbatches >= 2, and dual_split, 'dual' only, at most "
     "microbatches); devices x stages_per_device x microbatches x (3 with "
     "split_backward, else 2) <= {max_ops} (service_max_ops); a memory.limit list has one entry per device, and a 'Kx1f1b' limit needs memory.forward >= 0; the "
     "method applies to the problem (GET /v1/methods: e.g. 1f1b needs stages_per_device = 1).")
 PLAN_RULES = (
     "Also checked, across fields (422 naming the field otherwise): each layer's memory (and recompute.memory) "
-    "deltas sum to 0; the figures of the layers one stage holds, summed, stay within 1e12; layers expand (repeat) to at most 100000; placement 'v' needs stages_per_device = 2; a "
-    "memory_per_device list has one entry per device; devices x stages_per_device x the largest microbatch count "
+    "deltas sum to 0; a layer's comm.forward and comm.backward_input are at most its forward and backward_input; the figures of the layers one stage holds, summed, stay within 1e12; layers expand (repeat) to at most 100000; placement 'v' needs stages_per_device = 2; a "
+    "memory_per_device list has one entry per device; inter_node_link needs devices_per_node; devices x stages_per_device x the largest microbatch count "
     "x (3 with split_backward, else 2) <= {max_ops} (service_max_ops).")
 
 

@@ -366,8 +366,8 @@ def problem_errors(problem: Problem, caps: ProblemCaps) -> list[str]:
     limit = problem.memory.limit
     if isinstance(limit, list) and len(limit) != problem.devices:
         errors.append(f"memory.limit has {len(limit)} entries but there are {problem.devices} devices")
-    elif limit is not None:
-        for d, x in enumerate(limit if isinstance(limit, list) else [limit]):
+    elif limit is not None and not isinstance(limit, str):  # a str is a '1.5x1f1b' left unresolved by
+        for d, x in enumerate(limit if isinstance(limit, list) else [limit]):  # an error reported above
             where = f"memory.limit[{d}]" if isinstance(limit, list) else "memory.limit"
             if (e := number_error(where, x, non_negative=True)) is not None:
                 errors.append(e)

@@ -230,7 +230,8 @@ def pair_free(layers: list[ExpandedLayer]) -> list[ExpandedLayer]:
     share = 1.0
     for x in layers:
         if x.comm is not None:
-            share = min(share, *((t - c) / t for t, c in zip((x.forward, x.backward_input), x.comm, strict=True) if t > 0))
+            share = min([share, *((t - c) / t for t, c in zip((x.forward, x.backward_input), x.comm, strict=True)
+                                   if t > 0)])  # a list: F = B = 0 leaves share alone (min(x) of one float raised)
     k = max(0.5, share)
     return [replace(x, forward=x.forward * k, backward_input=x.backward_input * k) for x in layers]
 

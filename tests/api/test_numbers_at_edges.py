@@ -9,9 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pipesched.solver import Problem, solve, validate
+from pipesched.solver import Problem, SolveOptions, solve, validate
 from pipesched.solver.core.errors import NotApplicableError
-from pipesched.solver.core.registry import SolveOptions
 
 #: The whole finite range, weighted towards its edges (subnormals, the accepted bounds, just past them)
 #: and towards magnitudes that are accepted but far apart.

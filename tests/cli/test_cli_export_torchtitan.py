@@ -119,7 +119,7 @@ def test_a_schedule_or_a_dual_plan_is_refused_in_one_line(plans: dict[str, Plan]
 
 
 def test_the_default_names_are_torchtitans_and_every_place_says_which_release(capsys) -> None:  # noqa: ANN001
-    from pipesched.api.plan_models import PlanRequest
+    from pipesched.api.models import PlanRequest
 
     parser = build_parser()
     with pytest.raises(SystemExit):
