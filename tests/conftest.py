@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-
 #: Test folders whose every test is exclusive: the scale-out tests' solves run at SCHED_IDLE priority
 #: (a busy neighbour starves them past their overrun limit) and start Ray clusters and worker fleets.
 EXCLUSIVE_FOLDERS = ("scaleout",)
