@@ -26,7 +26,7 @@ SOLVE_RULES = (
     "method applies to the problem (GET /v1/methods: e.g. 1f1b needs stages_per_device = 1).")
 PLAN_RULES = (
     "Also checked, across fields (422 naming the field otherwise): each layer's memory (and recompute.memory) "
-    "deltas sum to 0; a layer's comm.forward and comm.backward_input are at most its forward and backward_input; the figures of the layers one stage holds, summed, stay within 1e12; layers expand (repeat) to at most 100000; placement 'v' needs stages_per_device = 2; a "
+    "deltas sum to 0; a layer's comm.forward and comm.backward_input are at most its forward and backward_input; the figures of the layers one stage holds, summed, stay within 1e12, and so do the times derived from them (a stage's gradient sync over data_parallel, the optimizer step); layers expand (repeat) to at most 100000; placement 'v' needs stages_per_device = 2; a "
     "memory_per_device list has one entry per device; inter_node_link needs devices_per_node; devices x stages_per_device x the largest microbatch count "
     "x (3 with split_backward, else 2) <= {max_ops} (service_max_ops).")
 

@@ -104,6 +104,13 @@ def keep_plan_rules(body: dict[str, Any]) -> dict[str, Any]:
     top = max(1, MAX_OPS // (c["devices"] * v * per_op))
     c["microbatches"] = ([min(m, top) for m in c["microbatches"]] if isinstance(c["microbatches"], list)
                          else min(c["microbatches"], top))
+    dp = c.get("data_parallel")
+    if dp:  # a stage's gradient sync (its layers' gradients over the degree and the link) stays within 1e12
+        dp["degree"] = min(int(dp.get("degree", 1)), 8)
+        link = dp.get("link") or {}
+        link["latency"] = min(link.get("latency", 0.0), 1e6)
+        if link.get("bandwidth") is not None:
+            link["bandwidth"] = max(link["bandwidth"], 1.0)
     if c.get("inter_node_link") is not None and c.get("devices_per_node") is None:
         c.pop("inter_node_link")  # it needs devices_per_node
     if isinstance(c.get("memory_per_device"), list):
@@ -112,6 +119,9 @@ def keep_plan_rules(body: dict[str, Any]) -> dict[str, Any]:
     bound = 1e12 / (8 * 4 * len(layers))  # a stage's sums (recompute adds F to B) stay within 1e12
     for layer in layers:
         layer["repeat"] = min(int(layer.get("repeat", 1)), 4)
+        for name in ("gradient", "optimizer"):  # what the sync and the optimizer step move
+            if name in layer:
+                layer[name] = min(layer[name], bound)
         for holder in (layer, layer.get("recompute") or {}, layer.get("memory") or {},
                        (layer.get("recompute") or {}).get("memory") or {}):
             for name, x in holder.items():
