@@ -44,19 +44,27 @@ from pathlib import Path
 
 import torch
 
-from pipesched.runtime.contention import contention_factor, handoff_curve, slowdown_curve
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.machine_load import QUIET_CORES, describe, other_cores
-from pipesched.runtime.post_step import dual_step_ms, param_bytes, profile_twin_sum, twin_after
-from pipesched.runtime.profile_layers import (
+from pipesched.runtime.profiling.contention import contention_factor, handoff_curve, slowdown_curve
+from pipesched.runtime.profiling.post_step import (
+    dual_step_ms,
+    param_bytes,
+    profile_twin_sum,
+    twin_after,
+)
+from pipesched.runtime.profiling.profile_layers import (
     LinkProfile,
     op_overhead,
     profile_dispatch,
     profile_layers,
     profile_link,
 )
-from pipesched.runtime.profiled_split import ProfiledSplit, profiled_split, shared_cores_score
-from pipesched.runtime.shared_cores import curve_makespan, usable_cores
+from pipesched.runtime.profiling.profiled_split import (
+    ProfiledSplit,
+    profiled_split,
+    shared_cores_score,
+)
 from pipesched.runtime.transformer import (
     TinyTransformer,
     config_dict,
@@ -74,6 +82,7 @@ from pipesched.solver import (
     from_order,
     solve,
 )
+from pipesched.solver.costmodel.shared_cores import curve_makespan, usable_cores
 from pipesched.solver.planning import Model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -160,17 +169,17 @@ def run(args: argparse.Namespace) -> str:
         + f". Fixed cost inside each op F / B / W: {' / '.join(f'{t:.3f}' for t in overhead)} ms. Per world "
         "size p (measured with p ranks running, just before that world's stage profile and replays): MACHINE.",
         "",
-        "Dual rows (DualPipe) add the twin gradient sum after the schedule (``runtime/post_step.py``): each pair "
+        "Dual rows (DualPipe) add the twin gradient sum after the schedule (``runtime/profiling/post_step.py``): each pair "
         "of twin ranks exchanges and adds the gradients of the two model stages both hold, after the later "
         "of their last ops; its time is the calibration above (the runtime's own routine on synthetic "
         "gradients) at the pair's parameter bytes. The post-step column gives it predicted / measured.",
         "",
         "Predicted from layers: the schedule's order re-timed with layer profiles summed per stage + the per-op "
         "cost, each op slowed by the measured slowdown for the number of ranks busy while it runs (the curve "
-        "above: a block's forward and backward on k ranks at once against alone; ``runtime/shared_cores.py``, "
+        "above: a block's forward and backward on k ranks at once against alone; ``solver/costmodel/shared_cores.py``, "
         "``curve_makespan``). From stages: the same with costs profiled on the whole stages, every stage of every "
         "row and candidate split of a world size in the same alternated rounds just before its replays "
-        "(``runtime/profiled_split.py``), which includes what a stage costs beyond the sum of its layers. The "
+        "(``runtime/profiling/profiled_split.py``), which includes what a stage costs beyond the sum of its layers. The "
         "planned split's schedule is auto's on those stage costs, ranked by the same curve re-timing; its "
         "from-layers column re-times that order with layer sums. Other contention model: the solved schedule's "
         "makespan with every op × the contention factor (all ranks always busy).",
@@ -278,7 +287,7 @@ def run(args: argparse.Namespace) -> str:
               "dispatch; benchmarks/fidelity_timeline.py):", ""] + [f"- {x}" for x in timelines]
     lines += depth_table(layers, x, args.depth_rounds)
     lines += ["", "Planned split vs the uniform split (target: measured gain >= half the predicted gain). The split is "
-              "chosen by ``runtime/profiled_split.py``: every contiguous segment a candidate split uses is profiled "
+              "chosen by ``runtime/profiling/profiled_split.py``: every contiguous segment a candidate split uses is profiled "
               "as one stage in alternated rounds (median per op), each candidate's Problem (× the contention factor, "
               "+ dispatch, comm from the link) is solved by auto, and the least step re-timed with the slowdown curve "
               "wins; the uniform split's "

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from pipesched.runtime.split_backward import backward_input
+from pipesched.runtime.replay.split_backward import backward_input
 
 
 def depth_table(layers: list[torch.nn.Module], x: torch.Tensor, rounds: int) -> list[str]:

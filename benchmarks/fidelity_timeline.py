@@ -3,7 +3,7 @@ many ranks really computed at once, and how long a rank took to start an op afte
 producer ended on another rank (the hand-off).
 
 Why: the prediction re-times the order with a calibrated slowdown per count of busy ranks
-(``runtime/contention.py``). When ranks outnumber cores it under-predicted by 10-19%, and the table
+(``runtime/profiling/contention.py``). When ranks outnumber cores it under-predicted by 10-19%, and the table
 could not say whether the ops ran slower than the curve says (the calibration), or the ranks lost
 time between ops (a rank woken by its input waiting for a core). Every rank records each step's
 start on the machine's monotonic clock (``replay_rank``'s ``steps``), so the ranks' ops line up.

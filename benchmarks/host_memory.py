@@ -43,7 +43,7 @@ def measure(steps: int, time_limit: float) -> list[dict]:
     from pipesched.runtime import transformer as tt
     from pipesched.runtime.host_memory import keep_freed_host_memory
     from pipesched.runtime.launch import run_ranks
-    from pipesched.runtime.profile_layers import LinkProfile, op_overhead, profile_layers
+    from pipesched.runtime.profiling.profile_layers import LinkProfile, op_overhead, profile_layers
     from pipesched.solver import SolveOptions, solve
 
     torch.set_num_threads(1)

@@ -4,7 +4,7 @@ Same model (an MLP of uneven stages, wide enough that compute dominates), same g
 group (2 CPU ranks, 1 thread each), same schedule (ours replayed directly, torch's loaded from
 the torch-csv export), runs alternated step by step (order flipped every round) so that load from
 other processes on the machine hits both alike. The schedule is solved from costs measured by
-``pipesched.runtime.profile``, so its predicted makespan and bubble can be compared with the
+``pipesched.runtime.profiling.profile``, so its predicted makespan and bubble can be compared with the
 measured ones. A second table checks that split backward costs what the fused backward costs:
 F + B + W vs F + fused, per stage, alternated.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from pipesched.runtime.executor import PipelineExecutor
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.model import mlp_stages, sample_batch
-from pipesched.runtime.profile import profile
-from pipesched.runtime.split_backward import backward_full, backward_input
-from pipesched.runtime.torch_runtime import torch_schedule, torch_step
+from pipesched.runtime.profiling.profile import profile
+from pipesched.runtime.replay.executor import PipelineExecutor
+from pipesched.runtime.replay.split_backward import backward_full, backward_input
+from pipesched.runtime.replay.torch_runtime import torch_schedule, torch_step
 from pipesched.solver import Instance, Schedule, simulate, solve
 from pipesched.solver.formats.torch_csv import rank_programs
 

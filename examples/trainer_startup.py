@@ -27,15 +27,15 @@ import torch
 import torch.distributed as dist
 
 from pipesched.client import Client
-from pipesched.runtime.contention import contention_factor
-from pipesched.runtime.executor import PipelineExecutor
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.machine_load import cpu_mark, describe, other_cores
 from pipesched.runtime.model import mlp_stages, sample_batch
-from pipesched.runtime.profile import profile
-from pipesched.runtime.profile_layers import LinkProfile, profile_dispatch, profile_link
-from pipesched.runtime.shared_cores import usable_cores
+from pipesched.runtime.profiling.contention import contention_factor
+from pipesched.runtime.profiling.profile import profile
+from pipesched.runtime.profiling.profile_layers import LinkProfile, profile_dispatch, profile_link
+from pipesched.runtime.replay.executor import PipelineExecutor
 from pipesched.solver import Costs, Problem, Schedule
+from pipesched.solver.costmodel.shared_cores import usable_cores
 
 WIDTH, BATCH, MICROBATCHES, WORLD = 512, 64, 8, 2
 LOSS = torch.nn.functional.mse_loss

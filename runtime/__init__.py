@@ -12,10 +12,10 @@ from typing import Any
 from .errors import PipelineError, PipelineTimeoutError, ScheduleMismatchError
 
 _LAZY = {
-    "PipelineExecutor": "pipesched.runtime.executor",
+    "PipelineExecutor": "pipesched.runtime.replay.executor",
     "run_ranks": "pipesched.runtime.launch",
-    "profile": "pipesched.runtime.profile",
-    "profile_layers": "pipesched.runtime.profile_layers", "profile_link": "pipesched.runtime.profile_layers",
+    "profile": "pipesched.runtime.profiling.profile",
+    "profile_layers": "pipesched.runtime.profiling.profile_layers", "profile_link": "pipesched.runtime.profiling.profile_layers",
 }
 
 __all__ = ["PipelineError", "PipelineExecutor", "PipelineTimeoutError", "ScheduleMismatchError", "profile",

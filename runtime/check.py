@@ -33,7 +33,7 @@ def replay_rank(rank: int, world: int, schedules: list[str], batch: int, steps: 
     With ``dp > 1`` the ``world`` ranks are ``dp`` replicas of the pipeline (replica ``k`` holds ranks
     ``k p .. k p + p - 1``), each fed its share of the batch; each stage's gradients are averaged over
     the replicas at the end of the step (:mod:`.grad_sync`)."""
-    from .executor import PipelineExecutor
+    from .replay.executor import PipelineExecutor
 
     p = world // dp
     pipe_group, dp_group = _groups(rank, p, dp) if dp > 1 else (None, None)
@@ -90,7 +90,7 @@ def _my_modules(schedule: Schedule, rank: int) -> dict[int, torch.nn.Module]:
 
 def torch_replay_rank(rank: int, world: int, schedules: list[str], batch: int) -> list[dict]:
     """Like :func:`replay_rank` but through torch's ``_PipelineScheduleRuntime`` and the CSV export."""
-    from .torch_runtime import torch_schedule, torch_step
+    from .replay.torch_runtime import torch_schedule, torch_step
 
     out = []
     for text in schedules:

@@ -7,7 +7,7 @@ The plan (``pipesched plan -o PLAN.json``) names layers, not modules, so the run
 transformer stands in for the model: one module per expanded layer (the first is the embedding, the
 last the head, blocks in between). What is checked is the plan's structure: its split, its stage
 placement, its recompute flags (those stages keep only their input between F and B and run their
-forward again inside B, :mod:`pipesched.runtime.recompute`) and its schedule give the unsplit
+forward again inside B, :mod:`pipesched.runtime.replay.recompute`) and its schedule give the unsplit
 model's gradients.
 """
 

@@ -70,7 +70,7 @@ def _context() -> mp.context.BaseContext:
     """A forkserver that imports torch once: each rank then starts in a fraction of a second
     instead of re-importing torch (seconds per process on a loaded machine)."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "pipesched.runtime.executor"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "pipesched.runtime.replay.executor"])
     return ctx
 
 

@@ -153,7 +153,7 @@ def replay_rank(rank: int, world: int, jobs: Sequence[tuple], config: dict,
     ``t0`` its start on the machine's monotonic clock, so all ranks' ops line up (who ran at once);
     ``marks``: CPU marks around the job's steps (:func:`~pipesched.runtime.machine_load.other_cores`).
     """
-    from .executor import PipelineExecutor
+    from .replay.executor import PipelineExecutor
 
     cfg = TinyTransformer(**config)
     tokens, targets = sample_tokens(batch, cfg)

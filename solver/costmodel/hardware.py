@@ -2,7 +2,7 @@
 
 The presets are vendor datasheet figures (dense 16-bit tensor-core peak, no sparsity) and an
 achieved model-FLOPs utilisation (MFU) calibrated on published training runs; docs/costs.md lists the
-sources. Replace them with measured figures (``pipesched.runtime.profile_layers`` / ``profile_link``)
+sources. Replace them with measured figures (``pipesched.runtime.profiling.profile_layers`` / ``profile_link``)
 whenever a real machine is at hand.
 """
 

@@ -1,5 +1,5 @@
 """The planner's candidate splits of a model, for callers that price splits their own way (e.g. from
-profiles of whole stages: :mod:`pipesched.runtime.profiled_split`)."""
+profiles of whole stages: :mod:`pipesched.runtime.profiling.profiled_split`)."""
 
 from __future__ import annotations
 

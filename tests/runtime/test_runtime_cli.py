@@ -36,7 +36,7 @@ def test_export_of_a_bad_file_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> 
 
 
 def test_runtime_package_and_cli_import_without_torch() -> None:
-    code = ("import sys, pipesched.runtime, pipesched.runtime.cli, pipesched.runtime.plan; "
+    code = ("import sys, pipesched.runtime, pipesched.runtime.cli, pipesched.runtime.replay.plan; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

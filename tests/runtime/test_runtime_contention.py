@@ -11,7 +11,7 @@ from pipesched.runtime.launch import run_ranks
 
 
 def _contention_rank(rank: int, world: int) -> float:
-    from pipesched.runtime.contention import contention_factor
+    from pipesched.runtime.profiling.contention import contention_factor
 
     return contention_factor(size=64, repeats=3, warmup=1)
 
@@ -25,7 +25,7 @@ def test_every_rank_gets_the_same_factor_of_at_least_one() -> None:
 def _curve_rank(rank: int, world: int) -> list[float]:
     import torch
 
-    from pipesched.runtime.contention import slowdown_curve
+    from pipesched.runtime.profiling.contention import slowdown_curve
 
     a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
     return slowdown_curve(lambda: a @ a, repeats=2, warmup=1, rounds=1, block_ms=5.0)
@@ -41,7 +41,7 @@ def test_every_rank_gets_the_same_curve_one_entry_per_count_of_busy_ranks() -> N
 def _handoff_rank(rank: int, world: int) -> list[float]:
     import torch
 
-    from pipesched.runtime.contention import handoff_curve
+    from pipesched.runtime.profiling.contention import handoff_curve
 
     a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
     return handoff_curve(lambda: a @ a, window_s=0.05, rounds=1)
@@ -57,7 +57,7 @@ def test_every_rank_gets_the_same_hand_off_curve_zero_without_other_ranks_busy()
 def _one_core_curve_rank(rank: int, world: int) -> list[float]:
     import torch
 
-    from pipesched.runtime.contention import slowdown_curve
+    from pipesched.runtime.profiling.contention import slowdown_curve
 
     a = torch.randn(48, 48, generator=torch.Generator().manual_seed(rank))
     return slowdown_curve(lambda: a @ a, repeats=2, warmup=1, rounds=1, block_ms=5.0, cores=1)

@@ -23,7 +23,7 @@ def _twin_rank(rank: int, world: int) -> dict:
     """Two ranks holding model stages 0 (a Linear(3, 2)) and 1 (a Linear(1, 1)) under stage ids
     0, 3 (rank 0) and 2, 1 (rank 1); model stage 0 gets different gradients on each rank, on top of
     gradients already accumulated before the step."""
-    from pipesched.runtime.twins import TwinSum
+    from pipesched.runtime.replay.twins import TwinSum
 
     torch.manual_seed(0)
     a, b = torch.nn.Linear(3, 2), torch.nn.Linear(1, 1, bias=False)
@@ -88,8 +88,8 @@ def test_every_twin_holds_the_full_batch_gradients(replayed: tuple[int, list[lis
 def _without_sum_rank(rank: int, world: int, text: str) -> dict:
     """The same replay with the twin sum switched off: the control that shows the sum matters."""
     from pipesched.runtime.check import _my_modules
-    from pipesched.runtime.executor import PipelineExecutor
     from pipesched.runtime.model import sample_batch
+    from pipesched.runtime.replay.executor import PipelineExecutor
 
     schedule = Schedule.model_validate_json(text)
     mine = _my_modules(schedule, rank)
@@ -140,7 +140,7 @@ def test_a_split_transformer_on_a_dual_placement_with_a_recomputed_stage() -> No
 
 def test_an_overlapped_pair_runs_its_forward_first_on_the_rank() -> None:
     """``costs.overlap_fb``: DualPipe's F&B pairs replay as F, then B (one stream per rank)."""
-    from pipesched.runtime.plan import Compute, rank_plan
+    from pipesched.runtime.replay.plan import Compute, rank_plan
 
     schedule = solve(Problem(devices=4, microbatches=8, stages_per_device=2, placement="dual",
                              costs={"overlap_fb": 0.6}), "dualpipe")

@@ -10,9 +10,9 @@ import torch
 from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.errors import PipelineError, PipelineTimeoutError, ScheduleMismatchError
-from pipesched.runtime.executor import check_schedule
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.model import mlp_stages, sample_batch
+from pipesched.runtime.replay.executor import check_schedule
 from pipesched.solver import Problem, Schedule, no_schedule, solve
 
 WAIT_S = 1.0
@@ -51,7 +51,7 @@ def test_a_schedule_without_ops_is_rejected_with_its_reason() -> None:
 
 
 def failing_rank(rank: int, world: int, mode: str) -> str:
-    from pipesched.runtime.executor import PipelineExecutor
+    from pipesched.runtime.replay.executor import PipelineExecutor
 
     schedule = _schedule("1f1b")
     if mode == "mismatch" and rank == 1:  # rank 1 replays an inconsistent plan: 4 microbatches, not 2

@@ -24,7 +24,7 @@ CASES = [("1f1b", {}), ("zb-h1", {}), ("zb-v", {"stages_per_device": 2, "placeme
 def dp_rank(rank: int, world: int, schedules: list[str]) -> list[dict]:
     """Per schedule: this rank's gradients after a step, its parameters after one SGD step, and whether
     each stage's sync started before the rank's last op ended (overlapped) or only after it."""
-    from pipesched.runtime.executor import PipelineExecutor
+    from pipesched.runtime.replay.executor import PipelineExecutor
 
     pipe, data = _groups(rank, P, DP)
     replica, pipe_rank = divmod(rank, P)

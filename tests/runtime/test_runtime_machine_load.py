@@ -46,6 +46,7 @@ def _window_spinning_ourselves() -> float:
     return other_cores([(start, end)])
 
 
+@pytest.mark.exclusive  # it measures other processes' CPU: the other xdist worker would count as one
 def test_another_process_counts_and_our_own_work_does_not() -> None:
     theirs = _window_with_child_spinning()
     ours = _window_spinning_ourselves()

@@ -36,7 +36,7 @@ class _Holder:
 
 
 def memory_rank(rank: int, world: int, schedules: list[str]) -> list[dict]:
-    from pipesched.runtime.executor import PipelineExecutor
+    from pipesched.runtime.replay.executor import PipelineExecutor
 
     out = []
     for text in schedules:

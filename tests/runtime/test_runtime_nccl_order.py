@@ -18,8 +18,15 @@ import pytest
 from nccl_order import Compute, Item, OrderError, Post, Wait, check
 from torch.distributed.pipelining import schedules as ts
 
-from pipesched.runtime.plan import Compute as Run
-from pipesched.runtime.plan import PostRecv, Send, TwinRecv, TwinSend, rank_plan, twin_exchange
+from pipesched.runtime.replay.plan import Compute as Run
+from pipesched.runtime.replay.plan import (
+    PostRecv,
+    Send,
+    TwinRecv,
+    TwinSend,
+    rank_plan,
+    twin_exchange,
+)
 from pipesched.solver import Problem, Schedule, SolveOptions, solve
 from pipesched.solver.core.instance import OpId
 from pipesched.solver.formats.torch_csv import to_torch_csv

@@ -8,7 +8,7 @@ import io
 import pytest
 from torch.distributed.pipelining.schedules import _Action, _validate_schedule
 
-from pipesched.runtime.plan import Compute, PostRecv, Send, rank_plan
+from pipesched.runtime.replay.plan import Compute, PostRecv, Send, rank_plan
 from pipesched.solver import Instance, Problem, Schedule, solve
 from pipesched.solver.formats.torch_csv import rank_programs, to_torch_csv
 

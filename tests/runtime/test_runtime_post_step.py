@@ -8,8 +8,8 @@ import pytest
 from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.launch import LaunchError, run_ranks
-from pipesched.runtime.post_step import dual_step_ms, twin_after, twin_ms
-from pipesched.runtime.profile_layers import GIB, LinkProfile
+from pipesched.runtime.profiling.post_step import dual_step_ms, twin_after, twin_ms
+from pipesched.runtime.profiling.profile_layers import GIB, LinkProfile
 from pipesched.runtime.transformer import TinyTransformer, config_dict, even_split, replay_rank
 from pipesched.solver import Problem, solve
 
@@ -19,7 +19,7 @@ COSTS = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.0, 1.0, 2.0, 1.5]
 
 
 def _twin_rank(rank: int, world: int) -> LinkProfile:
-    from pipesched.runtime.post_step import profile_twin_sum
+    from pipesched.runtime.profiling.post_step import profile_twin_sum
 
     return profile_twin_sum(sizes=SIZES, repeats=2, warmup=1)
 

@@ -9,7 +9,7 @@ from runtime_limits import GROUP_TIMEOUT_S
 from torch import nn
 
 from pipesched.runtime.launch import run_ranks
-from pipesched.runtime.profile_layers import (
+from pipesched.runtime.profiling.profile_layers import (
     GIB,
     LinkProfile,
     _fit,

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from pipesched.runtime.launch import run_ranks
-from pipesched.runtime.profile_layers import profile_layers
-from pipesched.runtime.profiled_split import (
+from pipesched.runtime.profiling.profile_layers import profile_layers
+from pipesched.runtime.profiling.profiled_split import (
     all_splits,
     profile_segments,
     profiled_split,

@@ -15,7 +15,7 @@ from runtime_limits import GROUP_TIMEOUT_S
 
 from pipesched.runtime.launch import run_ranks
 from pipesched.runtime.model import mlp_stages, reference_grads, sample_batch
-from pipesched.runtime.recompute import forward_again, forward_without_graph
+from pipesched.runtime.replay.recompute import forward_again, forward_without_graph
 from pipesched.solver import Problem, Schedule, solve
 
 M = 4
@@ -43,7 +43,7 @@ class _Holder:
 def recompute_rank(rank: int, world: int, schedules: list[str]) -> list[dict]:
     """Per schedule: the peak saved bytes of a step without and with recompute of this rank's
     stage, and the gradients of the recomputed run."""
-    from pipesched.runtime.executor import PipelineExecutor
+    from pipesched.runtime.replay.executor import PipelineExecutor
 
     out = []
     x, y = sample_batch(BATCH)

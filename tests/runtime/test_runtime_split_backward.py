@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pipesched.runtime.split_backward import backward_full, backward_input
+from pipesched.runtime.replay.split_backward import backward_full, backward_input
 
 
 def _mlp() -> nn.Module:

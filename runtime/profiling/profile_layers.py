@@ -33,8 +33,8 @@ from torch import nn
 from pipesched.solver import Costs, Problem, solve
 from pipesched.solver.planning import Layer, LayerMemory, Link, Model, Recompute
 
-from .host_memory import keep_freed_host_memory
-from .split_backward import WeightGrad, backward_input
+from ..host_memory import keep_freed_host_memory
+from ..replay.split_backward import WeightGrad, backward_input
 
 GIB = 2.0**30
 Triple = tuple[float, float, float]
@@ -328,7 +328,7 @@ def profile_dispatch(group: dist.ProcessGroup | None = None, latency_ms: float =
     (max over ranks) and the mean measured time of each op kind, then find by bisection the extra
     cost ``c`` per op for which the schedule predicts that step time with ``comm = latency_ms``.
     """
-    from .executor import PipelineExecutor
+    from ..replay.executor import PipelineExecutor
 
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     schedule = solve(Problem(devices=world, microbatches=microbatches), "1f1b")

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .errors import PipelineError, PipelineTimeoutError
+from ..errors import PipelineError, PipelineTimeoutError
 from .plan import TwinSend, twin_exchange
 
 #: Tag of the twin exchange, above every message tag of a step (see :func:`comm.message_tag`).

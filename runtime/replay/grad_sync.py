@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .errors import PipelineError, PipelineTimeoutError
+from ..errors import PipelineError, PipelineTimeoutError
 
 
 class GradSync:

@@ -26,8 +26,8 @@ from torch import nn
 
 from pipesched.solver.core.problem import Costs, Memory, Problem
 
-from .host_memory import keep_freed_host_memory
-from .split_backward import backward_input
+from ..host_memory import keep_freed_host_memory
+from ..replay.split_backward import backward_input
 
 MIB = 2.0**20
 
@@ -151,7 +151,7 @@ def profile(
 
 
 class _CallableModule(types.ModuleType):
-    """Lets ``pipesched.runtime.profile(...)`` call the function even once this module is imported."""
+    """Lets ``pipesched.runtime.profiling.profile(...)`` call the function even once this module is imported."""
 
     def __call__(self, *args, **kwargs) -> Problem:
         return profile(*args, **kwargs)

@@ -91,14 +91,14 @@ def slowdown_curve(op: Callable[[], object], group: dist.ProcessGroup | None = N
     Why a curve and not one factor: a pipeline rarely has every rank busy. In its ramps and bubbles
     fewer compete, and the slowdown with ``k`` busy ranks is neither 1 nor the all-busy factor; nor is
     it ``k / cores`` on a virtual machine whose vCPUs slow each other. Re-timing a schedule with the
-    measured slowdown for each count of busy ranks (:func:`pipesched.runtime.shared_cores.curve_makespan`)
+    measured slowdown for each count of busy ranks (:func:`pipesched.solver.costmodel.shared_cores.curve_makespan`)
     covers both.
 
     Each entry is at least ``k / cores`` (``cores``: the CPUs this process may use): ``k`` one-thread
     ranks cannot together run faster than the cores do. A reading below that (1.39 for 3 ranks on 2
     vCPUs, once) comes from ranks whose timed blocks did not fully overlap, which the re-timing,
     where the k ops do run together, must not inherit."""
-    from .shared_cores import usable_cores
+    from pipesched.solver.costmodel.shared_cores import usable_cores
 
     world = dist.get_world_size(group)
     cores = usable_cores() if cores is None else cores

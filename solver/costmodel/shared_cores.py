@@ -1,6 +1,6 @@
 """Re-time a schedule's order when its ranks share fewer cores than there are ranks.
 
-The contention factor ``f`` (:func:`pipesched.runtime.contention.contention_factor`) is measured with
+The contention factor ``f`` (:func:`pipesched.runtime.profiling.contention.contention_factor`) is measured with
 every rank computing at once, so multiplying every op by it assumes all ``p`` ranks are always
 busy. In a pipeline they are not: in the ramp-up, the drain and every bubble fewer ranks compete,
 and those run faster. This model gives the ranks ``C`` cores instead, and whenever ``k`` ranks are
@@ -55,9 +55,9 @@ def cores_makespan(schedule: Schedule, cores: float) -> float:
 def curve_makespan(schedule: Schedule, slowdown: Sequence[float], handoff: Sequence[float] | None = None) -> float:
     """The makespan of ``schedule``'s per-device order when each of ``k`` busy ranks runs
     ``slowdown[k - 1]`` times slower than alone (a measured curve,
-    :func:`pipesched.runtime.contention.slowdown_curve`; the last entry for larger ``k``).
+    :func:`pipesched.runtime.profiling.contention.slowdown_curve`; the last entry for larger ``k``).
 
-    ``handoff[j]`` (ms, optional; :func:`pipesched.runtime.contention.handoff_curve`): how much later
+    ``handoff[j]`` (ms, optional; :func:`pipesched.runtime.profiling.contention.handoff_curve`): how much later
     than on an idle machine a rank starts an op whose input another rank just sent, when ``j`` other
     ranks are computing at that moment (the woken rank must get a core back). Added to every
     cross-device edge, indexed by the ranks still computing when the producer ends."""

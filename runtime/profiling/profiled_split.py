@@ -30,9 +30,9 @@ from pipesched.solver import Costs, Problem, Schedule, SolveOptions, solve
 from pipesched.solver.planning import Cluster, Link, Model, candidate_splits
 from pipesched.solver.planning.candidates import SplitRanges
 
-from .host_memory import keep_freed_host_memory
+from ..host_memory import keep_freed_host_memory
+from ..replay.split_backward import backward_input
 from .profile_layers import OpClock
-from .split_backward import backward_input
 
 GIB = 2.0**30
 Segment = tuple[int, int]
@@ -92,8 +92,7 @@ def shared_cores_score(contention: float | None = None, *, cores: float | None =
     the measured ``curve[k - 1]`` and each hand-off between ranks delayed by ``handoff`` (with the
     curve only; :mod:`.shared_cores`)."""
     from pipesched.solver import from_order
-
-    from .shared_cores import cores_makespan, curve_makespan
+    from pipesched.solver.costmodel.shared_cores import cores_makespan, curve_makespan
 
     if sum(x is not None for x in (contention, cores, curve)) != 1:
         raise ValueError("give exactly one of contention, cores and curve")
@@ -197,7 +196,7 @@ def profiled_split(layers: Sequence[nn.Module], sample: torch.Tensor, devices: i
     costs carry the same machine speed. ``score(schedule, compute)`` (default: the makespan) ranks the
     solved candidates by another predictor of the step, given the candidate's costs without the
     contention factor: e.g. ranks that share cores re-timed by
-    :func:`pipesched.runtime.shared_cores.shared_cores_makespan`, where a uniform contention factor
+    :func:`pipesched.solver.costmodel.shared_cores.shared_cores_makespan`, where a uniform contention factor
     also slows the ops that run in other ranks' bubbles. Ties keep the earlier candidate.
     """
     n, stages = len(layers), devices * stages_per_device

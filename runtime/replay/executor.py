@@ -1,7 +1,7 @@
 """Replay a pipesched schedule on torch.distributed: this rank's ops, in the schedule's order.
 
 One training step (:meth:`PipelineExecutor.step`) splits the batch into the schedule's m
-microbatches and walks this rank's plan (:mod:`pipesched.runtime.plan`):
+microbatches and walks this rank's plan (:mod:`pipesched.runtime.replay.plan`):
 
 - ``F(s, i)``: forward of stage s; the output goes to stage s+1 (a send, or a local hand-off
   when s+1 is on this rank, as at the turn of a V). On the last stage the loss is computed here.
@@ -17,7 +17,7 @@ loss is the full-batch loss on the rank holding the last stage (``None`` elsewhe
 
 Memory: a microbatch's stage input and output are dropped after its B; the graph pieces W
 needs are dropped after its W (fused B: everything after B). Stages in ``recompute`` (a plan's
-activation checkpointing, :mod:`pipesched.runtime.recompute`) keep only their input between F and
+activation checkpointing, :mod:`pipesched.runtime.replay.recompute`) keep only their input between F and
 B: F runs without a graph and B runs it again first.
 
 A microbatch's chain of stages is read from the schedule's instance (:func:`plan.prev_stage`,
@@ -25,13 +25,13 @@ A microbatch's chain of stages is read from the schedule's instance (:func:`plan
 chain's first stage need the inputs, those holding a last stage the targets. Under a dual
 placement (docs/dualpipe.md: twin stage modules with the same initial parameters on ranks r and
 p−1−r) the twins' weight gradients of the step are summed after its last op
-(:mod:`pipesched.runtime.twins`), and the returned loss is that of the microbatches whose chain
+(:mod:`pipesched.runtime.replay.twins`), and the returned loss is that of the microbatches whose chain
 ends on this rank.
 
 Data parallelism (``data_parallel``: the group of ranks that hold the same stages in replicas of the
 pipeline): each stage's gradient all-reduce starts once its last W (B when fused) has run on this rank
 and the step waits for all of them after its last op, then runs ``optimizer.step()`` when one is given
-(:mod:`pipesched.runtime.grad_sync`); this is the step's tail that ``costs.grad_sync`` and
+(:mod:`pipesched.runtime.replay.grad_sync`); this is the step's tail that ``costs.grad_sync`` and
 ``costs.optimizer`` model.
 """
 
@@ -53,10 +53,10 @@ from pipesched.solver.formats.torch_csv import rank_programs
 from pipesched.solver.timing.simulate import DeadlockError, simulate
 from pipesched.solver.timing.validate import validate
 
+from ..errors import PipelineError, ScheduleMismatchError
+from ..host_memory import keep_freed_host_memory
 from .comm import Pending, Transport
-from .errors import PipelineError, ScheduleMismatchError
 from .grad_sync import GradSync
-from .host_memory import keep_freed_host_memory
 from .plan import Message, PostRecv, Send, next_stage, prev_stage, rank_plan
 from .recompute import Replay, forward_again, forward_without_graph
 from .split_backward import WeightGrad, backward_full, backward_input

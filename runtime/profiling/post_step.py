@@ -24,8 +24,8 @@ from torch import nn
 
 from pipesched.solver import Schedule
 
+from ..replay.twins import TwinSum
 from .profile_layers import GIB, LinkProfile, _fit
-from .twins import TwinSum
 
 
 class _Flat(nn.Module):

@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from pipesched.runtime.shared_cores import (
+from pipesched.solver import Problem, solve
+from pipesched.solver.costmodel.shared_cores import (
     cores_makespan,
     curve_makespan,
     shared_cores_makespan,
     usable_cores,
 )
-from pipesched.solver import Problem, solve
 
 COSTS = {"forward": [1.0, 1.5, 1.0, 2.0], "backward_input": [1.0, 1.0, 2.0, 1.5],
          "backward_weight": [0.5, 1.0, 0.5, 1.0], "comm": 0.25}

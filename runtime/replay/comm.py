@@ -15,7 +15,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .errors import PipelineError, PipelineTimeoutError
+from ..errors import PipelineError, PipelineTimeoutError
 from .plan import Message
 
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool]
