@@ -33,7 +33,9 @@ def duration(inst: Instance, op: OpId, pairs: Pairs) -> float:
 
 def timed_pairs(ops: Sequence[ScheduledOp], inst: Instance) -> dict[OpId, OpId]:
     """The pairs of a timed schedule: on one device, an F and a B with the same start and end lasting
-    their pair's duration. Empty unless the problem sets ``costs.overlap_fb``."""
+    their pair's duration. Empty unless the problem sets ``costs.overlap_fb``. Zero-length ops are never
+    a pair: an F and a B of cost 0 at one instant are the same schedule run back to back, and reading
+    them as a pair would walk memory F first where the method released the B's memory first."""
     if inst.overlap is None:
         return {}
     groups: dict[tuple[int, float, float], list[ScheduledOp]] = {}
@@ -43,8 +45,8 @@ def timed_pairs(ops: Sequence[ScheduledOp], inst: Instance) -> dict[OpId, OpId]:
     out: list[tuple[OpId, OpId]] = []
     for (_, a, b), group in groups.items():
         kinds = sorted(o.kind for o in group)
-        if kinds != ["B", "F"]:
-            continue
+        if kinds != ["B", "F"] or b - a <= WIRE_REL_TOL * max(1.0, scale):
+            continue  # a zero-length F and B at one instant ran back to back, in the ops' list order
         f, bk = (group[0].id, group[1].id) if group[0].kind == "F" else (group[1].id, group[0].id)
         if inst.has_op(f) and inst.has_op(bk) and abs((b - a) - inst.pair_cost(f, bk)) <= WIRE_REL_TOL * max(
                 1.0, scale):

@@ -5,6 +5,7 @@ and microbatches 0, which the service refused with 422."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,7 +155,16 @@ def test_a_request_the_schema_and_its_stated_rules_allow_is_accepted(served: tup
     case = data.draw(schema[path]["POST"].as_strategy(generation_mode=GenerationMode.POSITIVE))
     body = keep(case.body)
     r = httpx.post(f"{server.url}{path}", json=body, timeout=120)
-    assert r.status_code in (200, 202, 429), (body, r.text[:1000])
+    assert r.status_code in (200, 202, 429), _failure(server, r, body)
+
+
+def _failure(server: Server, r: httpx.Response, body: dict[str, Any]) -> str:
+    """What a refused request needs to be diagnosed from a CI log alone: the answer first (the detail of
+    a 500 names the exception), whether the server is still our process, its log's tail, then the body."""
+    alive = server.proc is not None and server.proc.poll() is None
+    log = server.log.read_text(errors="replace")[-3000:] if server.log and server.log.exists() else ""
+    return (f"{r.status_code}: {r.text[:2000]}\nserver process alive: {alive}\nserver log tail:\n{log}\n"
+            f"body: {json.dumps(body)[:3000]}")
 
 
 def test_the_schema_states_ranges_caps_and_methods(served: tuple[Server, Any]) -> None:
