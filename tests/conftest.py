@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,3 +51,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_SIGINT_AT_START = signal.getsignal(signal.SIGINT)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test that leaves SIGINT changed in this process changes what every later command it starts
+    inherits (an ignored SIGINT stays ignored in a child): put it back, and say which test did it."""
+    now = signal.getsignal(signal.SIGINT)
+    if now is not _SIGINT_AT_START:
+        signal.signal(signal.SIGINT, _SIGINT_AT_START)
+        warnings.warn(f"{item.nodeid} left SIGINT set to {now!r}; restored", stacklevel=1)

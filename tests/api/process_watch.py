@@ -4,6 +4,7 @@ solve and check that nothing it started outlives it."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,3 +57,11 @@ def wait_for(predicate: Callable[[], object], seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return bool(predicate())
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a command a test interrupts with SIGINT: Ctrl-C's default action, as a shell
+    gives a foreground job. A child inherits an ignored SIGINT and Python then leaves it ignored, so a
+    test process that ran some ignoring code earlier (pytest's worker runs many tests) would start a
+    command Ctrl-C cannot stop, and the test would fail for a reason that is not the command's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

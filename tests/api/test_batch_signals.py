@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from process_watch import session_processes, wait_for
+from process_watch import as_from_a_terminal, session_processes, wait_for
 
 #: CBC cannot prove this one quickly (uneven costs, a tight cap): a solve that is still running.
 SLOW = {"devices": 4, "microbatches": 10, "objective": "stage_span",
@@ -29,7 +29,7 @@ def start_batch(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipesched", "batch", str(sweep), "-o", str(out), "--jobs", "1",
          "--method", "ilp", "--time-limit", "120"],
-        stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)  # noqa: SIM115
+        stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal)  # noqa: SIM115
     return proc, out, log
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from process_watch import busy_child, session_processes, wait_for
+from process_watch import as_from_a_terminal, busy_child, session_processes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -42,7 +42,7 @@ def test_ctrl_c_stops_a_local_fallback_plan_at_once_and_leaves_no_child() -> Non
     proc = subprocess.Popen(
         [sys.executable, "-c", _TRAINER, f"http://127.0.0.1:{_closed_port()}",
          str(EXAMPLES / "model_llama3_8b.json"), str(EXAMPLES / "plan_cluster_8xh100.json")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "planning"
         # the service refuses at once; the fallback's child is inside the splits' searches (about 30 s)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from process_watch import busy_child, session_processes, wait_for
+from process_watch import as_from_a_terminal, busy_child, session_processes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -22,7 +22,7 @@ def test_ctrl_c_stops_a_plan_with_130_and_no_leftover(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipesched", "plan", str(EXAMPLES / "model_llama3_8b.json"),
          "--cluster", str(EXAMPLES / "plan_cluster_8xh100.json"), "--time-limit", "60", "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         # the planning child is well inside the splits' searches once it has used a second of CPU
         assert wait_for(lambda: busy_child(proc.pid, 1.0), 60), session_processes(proc.pid)
