@@ -144,12 +144,28 @@ def test_validate_says_when_the_schedule_belongs_to_another_problem(problem_file
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_problem(tmp_path: Path, content: str | None, args: list[str],
-                                                            expected: str) -> None:
+                                                            expected: str, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process (the console script is ``main``; the test below runs it as a command)."""
     path = tmp_path / "input.json"
     if content is not None:
         path.write_text(content)
     argv = [a.format(file=path, missing=tmp_path / "missing.json") for a in args]
-    result = subprocess.run(["pipesched", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    assert expected in result.stderr
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert expected in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_input_from_the_console_script_is_exit_2_and_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "input.json"
+    path.write_text('{"devices": 2, "microbatches": 2, "costs": {"forward": [1, 2, 3]}}')
+    for argv in (["solve", str(path)], ["solve", str(path), "--time-limit", "-1"]):
+        result = subprocess.run(["pipesched", *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
