@@ -105,7 +105,8 @@ class PlanRequest(BaseModel):
         description="How long to wait for the plan before returning 202 with a job (capped by the service).")
     module_names: str | None = Field(
         None, max_length=1000,
-        description=f"torchtitan names INPUT;BLOCK;OUTPUT; default {TORCHTITAN_NAMES!r} "
+        description=f"torchtitan names INPUT;BLOCK;OUTPUT (comma-separated input and output names; BLOCK holds "
+                    f"{{i}}, the block's index, and no other braces); default {TORCHTITAN_NAMES!r} "
                     f"(torchtitan {TORCHTITAN_VERSION}'s Llama names).")
 
 

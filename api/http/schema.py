@@ -91,8 +91,8 @@ def constrain(schemas: dict[str, Any], settings: Settings, method_names: list[st
         _nullable_number(request["properties"]["time_limit_s"], maximum=settings.max_time_limit_s)
         _nullable_number(request["properties"]["wait_s"], maximum=MAX_MAGNITUDE)
     for option in schemas["PlanRequest"]["properties"]["module_names"]["anyOf"]:
-        if option.get("type") == "string":  # INPUT;BLOCK;OUTPUT with {i} in BLOCK
-            option["pattern"] = r"^[^;]*;[^;]*\{i\}[^;]*;[^;]*$"
+        if option.get("type") == "string":  # INPUT;BLOCK;OUTPUT, BLOCK with {i} and no other brace
+            option["pattern"] = r"^[^;]*;[^;{}]*\{i\}[^;{}]*;[^;]*$"
     cluster = schemas["PlanRequest_Cluster"]["properties"]
     cluster["devices"]["maximum"] = settings.service_max_devices
     cluster["stages_per_device"]["maximum"] = settings.service_max_stages_per_device

@@ -69,7 +69,11 @@ def parse_module_names(text: str) -> ModuleNames:
         raise InputError(f"--module-names must be INPUT;BLOCK;OUTPUT with {{i}} in BLOCK "
                          f"(e.g. {TORCHTITAN_NAMES!r}), got {text!r}")
     split = [[x for x in p.split(",") if x] for p in (parts[0], parts[2])]
-    return ModuleNames(input=split[0], block=parts[1], output=split[1])
+    try:
+        return ModuleNames(input=split[0], block=parts[1], output=split[1])
+    except ValidationError:
+        raise InputError(f"--module-names must be INPUT;BLOCK;OUTPUT whose BLOCK formats with {{i}} alone (no "
+                         f"other braces; e.g. {TORCHTITAN_NAMES!r}), got {text!r}") from None
 
 
 def _ms(x: float | None) -> str:

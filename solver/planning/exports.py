@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .model import ExpandedLayer
 from .split import core, family
@@ -44,6 +44,19 @@ class ModuleNames(BaseModel):
     block: str = Field(TORCHTITAN_NAMES.split(";")[1],
                        description="Python format string; {i} is the block's index from 0.")
     output: list[str] = Field(default_factory=lambda: _default_part(2))
+
+    @field_validator("block")
+    @classmethod
+    def _one_index(cls, block: str) -> str:
+        """Formatted for every block later: a pattern that does not format (a lone brace, another
+        field) must be refused here, with the input, not fail an export after the plan is made."""
+        try:
+            ok = "{i}" in block and block.format(i=0) != block.format(i=1)
+        except (ValueError, KeyError, IndexError, AttributeError):
+            ok = False
+        if not ok:
+            raise ValueError(f"the block pattern must contain {{i}} and no other braces, got {block!r}")
+        return block
 
     def text(self) -> str:
         """The ``INPUT;BLOCK;OUTPUT`` form (what ``--module-names`` and the API's ``module_names`` take)."""

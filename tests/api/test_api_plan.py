@@ -74,6 +74,7 @@ def test_a_model_that_fits_no_device_is_an_infeasible_plan_naming_the_layer(serv
     ({"model": {"layers": []}}, "model.layers", "at least 1 item"),
     ({"method": "magic"}, "method", "unknown method 'magic'"),
     ({"module_names": "embed"}, "module_names", "INPUT;BLOCK;OUTPUT"),
+    ({"module_names": ";{i}{;"}, "module_names", "no other braces"),  # was a 500: the export's format failed
     ({"time_limit_s": 10_000}, "time_limit_s", "max_time_limit_s"),
     ({"cluster": {**TINY_CLUSTER, "microbatches": [4, 5000]}}, "cluster", "between 1 and 4096"),
     ({"extra": 1}, "extra", "Extra inputs are not permitted"),

@@ -65,6 +65,7 @@ def test_an_infeasible_model_exits_1_with_the_reason(files: tuple[Path, Path], t
 @pytest.mark.parametrize("args, message", [
     (["--time-limit", "0"], "--time-limit must be > 0 seconds"),
     (["--module-names", "a;b;c"], "--module-names must be INPUT;BLOCK;OUTPUT"),
+    (["--module-names", "a;b.{i}.{j};c"], "no other braces"),
     (["--method", "nope"], "unknown method 'nope'"),
 ])
 def test_bad_options_are_one_line_errors(files: tuple[Path, Path], args: list[str], message: str,

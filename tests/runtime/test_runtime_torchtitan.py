@@ -77,7 +77,7 @@ def _torchtitan_rank(rank: int, world: int, exported: dict[str, list[str]], modu
         config = ConfigManager().parse_args([*BASE, "--training.seq_len", "16", "--training.local_batch_size", "8",
                                              "--parallelism.pipeline_parallel_microbatch_size", "2"])
         found = pipesched_startup(config, dims, Path(cache) / "schedule.csv", url=url, placement=placement,
-                                  time_limit_s=2.0)
+                                  time_limit_s=0.5)
         out[name] = {"plan": found.plan.model_dump_json(), **_train_once(config, dims)}
     return out
 
@@ -134,7 +134,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]],
     exported: dict[str, list[str]] = {}
     for name, extra in EXPORTED.items():
         path = tmp / f"{name}.json"
-        path.write_text(plan(model, Cluster(devices=2, microbatches=4, **extra), "auto", 2.0).model_dump_json())
+        path.write_text(plan(model, Cluster(devices=2, microbatches=4, **extra), "auto", 0.5).model_dump_json())
         args = ["export", str(path), "--format", "torchtitan"]
         if name == "v-shape":
             args += ["-o", str(tmp / "job")]
