@@ -147,8 +147,6 @@ SNAPSHOTS: dict[str, str] = {
 RERUN_PENDING: dict[str, str] = {
     "plan.md": "over 30 api commits since its run (the api/ restructure and reliability work; no solver answer "
                "changed by them): re-run on an idle machine",
-    "reliability.md": "run before the results header (migrated): its script names its figures now; the wall-clock "
-                      "rows re-run on an idle machine",
     "anchors.md": "stale after the solver refactors and the step tail (same answers by benchmarks/answers.py); the quick "
                   "anchors at 10 s, re-run with the rest on an idle machine",
     "anchors_60s.md": "as anchors.md, at 60 s",
