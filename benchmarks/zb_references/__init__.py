@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from pipesched.solver import Problem
 
+from . import zb_auto, zbv
 from .common import Timed
-from .zb_auto import zb_auto
-from .zbv import zbv
 
 NAMES = ("zb-auto (authors)", "zb-v generator (authors)")
 
 
 def references(problem: Problem) -> list[Timed]:
     """Every authors' reference that applies to ``problem`` and builds an order within its cap."""
-    return [t for t in (zb_auto(problem), zbv(problem)) if t is not None]
+    return [t for t in (zb_auto.zb_auto(problem), zbv.zbv(problem)) if t is not None]

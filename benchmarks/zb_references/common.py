@@ -59,6 +59,25 @@ class Inputs:
             limit = _stage_list(mem.limit, problem.devices)  # type: ignore[arg-type]
         return cls(problem.devices, problem.microbatches, cost, deltas, limit, _stage_list(c.comm, max(s - 1, 1)))
 
+    def with_costs(self, cost: dict[str, list[float]]) -> Inputs:
+        return Inputs(self.devices, self.microbatches, cost, self.mem, self.limit, self.comms)
+
+    def median_costs(self) -> Inputs:
+        """One cost per pass, as the authors' runtime hands their ZB-1p/2p heuristic: the upper median
+        over stages (``sorted(x)[len(x) // 2]``)."""
+        s = len(self.cost["F"])
+        return self.with_costs({k: [sorted(x)[len(x) // 2]] * s for k, x in self.cost.items()})
+
+    def v_median_costs(self) -> Inputs:
+        """One cost per pass, as their runtime hands the ZB-V generator: each device's mean over its two
+        stages, then the upper median over devices."""
+        p, s = self.devices, len(self.cost["F"])
+        out = {}
+        for k, x in self.cost.items():
+            means = sorted((x[d] + x[s - 1 - d]) / 2 for d in range(p))
+            out[k] = [means[p // 2]] * s
+        return self.with_costs(out)
+
     def comm(self, a: int, b: int) -> float:
         """Latency between adjacent stages ``a`` and ``b``."""
         return self.comms[min(a, b)] if self.comms else 0.0

@@ -24,8 +24,11 @@ All devices advance together:
 
 A run is repeated with its stages' bubbles as each stage's allowance while that lowers the largest
 bubble; ``get_v_schedule`` tries ``fill_b`` x ``fill_f`` and keeps the least bubble. The reference
-keeps every order this produces and the best under our timing. Their code takes one median cost and
-one memory delta per pass; this one reads each stage's own costs, deltas and each device's cap.
+keeps every order this produces and the best under our timing, built on two cost views: each
+stage's own costs, and one cost per pass as their runtime hands the generator (each device's mean
+over its two stages, then the median over devices). Memory deltas and caps are read per stage and
+device. With per-stage costs a run can get stuck where theirs asserts (a forward whose input is not
+yet placed); on uniform costs it builds exactly their orders.
 """
 
 from __future__ import annotations
@@ -251,7 +254,8 @@ def zbv_orders(problem: Problem) -> list[list[list[OpId]]]:
     if not applies(problem):
         return []
     x = Inputs.of(problem)
-    return [order_of(r.ops) for fb, ff in itertools.product((True, False), repeat=2) for r in _runs(x, ff, fb)]
+    return [order_of(r.ops) for view in (x, x.v_median_costs())
+            for fb, ff in itertools.product((True, False), repeat=2) for r in _runs(view, ff, fb)]
 
 
 def zbv(problem: Problem) -> Timed | None:
