@@ -34,7 +34,6 @@ import math
 import time
 from collections import deque
 
-from ..budget import RECIPE_S_PER_OP
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.method import Method, SolveOptions
@@ -48,6 +47,9 @@ from .zb_auto import best_orders
 #: Most runs of one chain (the bubble re-runs stop earlier in practice: a handful).
 MAX_RERUNS = 16
 KINDS = "FBW"
+#: Measured wall seconds per op of :func:`zbv_candidates` (8 chains of runs, screening, two compactions):
+#: 1.9-2.5e-4 at 4.6k-25k ops with the load average at 4-6; rounded up.
+ZBV_S_PER_OP = 3e-4
 
 Key = tuple[int, int, int, int]  # (kind index 0/1/2, direction, device, microbatch)
 
@@ -276,4 +278,4 @@ ZBV_GENERATOR = Method(
     "zb-v-generator",
     "The ZB-V authors' memory-aware V generator (warm-up sized by memory, W fills bubbles it can afford, "
     "bubble-balancing re-runs); respects memory.limit; needs placement 'v' and split_backward.",
-    "search", solve_zbv_generator, requires=_applies, cost_per_op=2 * RECIPE_S_PER_OP)
+    "search", solve_zbv_generator, requires=_applies, cost_per_op=ZBV_S_PER_OP)

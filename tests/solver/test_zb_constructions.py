@@ -13,7 +13,9 @@ from pipesched.solver.core.metrics import bubble_ratio
 from pipesched.solver.core.tolerance import within_cap
 from pipesched.solver.heuristics.catalog import applicable
 from pipesched.solver.heuristics.zb_auto import VARIANTS, ZBVariant, zb_auto_order
+from pipesched.solver.heuristics.zb_phase import ZBConstructionsPhase
 from pipesched.solver.heuristics.zbv_greedy import zbv_orders
+from pipesched.solver.portfolio.candidates import COVERED, HEURISTIC_PHASES
 from pipesched.solver.timing.validate import validate
 
 UNIT = {"forward": 1, "backward_input": 1, "backward_weight": 1}
@@ -98,6 +100,10 @@ def test_a_variant_that_cannot_free_memory_is_skipped_not_broken() -> None:
 
 
 def test_auto_runs_both_constructions_where_they_apply() -> None:
+    """A phase of auto's heuristics of its own (the recipes phase, which skips them, could not afford
+    them on large problems); the methods apply exactly where the constructions do."""
+    assert any(isinstance(ph, ZBConstructionsPhase) for ph in HEURISTIC_PHASES)
+    assert {"zb-auto", "zb-v-generator"} <= set(COVERED)
     assert "zb-auto" in {m.name for m in applicable(_unit(4, 8, 4))}
     assert "zb-v-generator" in {m.name for m in applicable(_unit(4, 8, 8, "v"))}
     interleaved = Problem(devices=4, microbatches=8, stages_per_device=2, memory={"limit": 8})
