@@ -29,9 +29,10 @@ from ..heuristics.zb_phase import ZBConstructionsPhase
 #: own, charged their measured cost.
 COVERED = (V_GREEDY.name, V_MEMORY.name, *ZB_CONSTRUCTIONS)
 
-#: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule.
-HEURISTIC_PHASES: tuple[Phase, ...] = (GridPhase(), RecipesPhase(covered=COVERED), InterleavedPhase(),
-                                       VMemoryPhase(), ZBConstructionsPhase(), HintPhase(), SyncOrderPhase())
+#: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule;
+#: the zero-bubble constructions go first (their own wall check; zb_phase.py says why).
+HEURISTIC_PHASES: tuple[Phase, ...] = (ZBConstructionsPhase(), GridPhase(), RecipesPhase(covered=COVERED),
+                                       InterleavedPhase(), VMemoryPhase(), HintPhase(), SyncOrderPhase())
 
 
 @dataclass(frozen=True)
