@@ -24,6 +24,7 @@ own, and one per pass (:func:`median_view`: each device's mean over its two stag
 devices, as the authors' runtime hands the generator; with uneven per-stage costs a run can get stuck
 on a forward whose input is not placed yet, which the uniform view avoids). Every order is a
 candidate, timed by our simulator on the real costs, with each stage's deltas and each device's cap.
+``auto`` runs a reduced set above ``FULL_MODEL_OPS`` (:data:`ZBV_LARGE_S_PER_OP` says which and why).
 """
 
 from __future__ import annotations
