@@ -76,6 +76,8 @@ STEPS: tuple[Step, ...] = (
     Step("unit_costs", ("unit_costs.py",), ("unit_costs.md",), False),
     Step("placements", ("placements.py", "--time-limit", "30"), ("placements.md",), False),
     Step("zb_paper", ("zb_paper.py",), ("zb_paper.md",), False),
+    Step("zb_references", ("zb_reference_table.py", "--paper"), ("zb_references.md",), False),
+    Step("zb_references_heldout", ("zb_reference_table.py", "--heldout"), ("zb_references_heldout.md",), False),
     Step("heldout", ("heldout.py", "--set", "heldout"), ("heldout.md",), False),
     Step("development", ("heldout.py",), ("development.md",), False),
     Step("tune_zb_policies", ("tune_zb_policies.py",), ("tune_zb_policies.md",), False),

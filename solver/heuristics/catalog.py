@@ -33,11 +33,13 @@ from .greedy import GREEDY
 from .search import Search
 from .v_greedy import V_GREEDY
 from .v_memory import V_MEMORY
+from .zb_auto import ZB_AUTO
+from .zbv_greedy import ZBV_GENERATOR
 
 #: The heuristic methods, in the order ``pipesched methods`` lists them.
 HEURISTICS: tuple[Method, ...] = (
     DUALPIPE, DUALPIPE_V, GPIPE, GREEDY, INTERLEAVED_1F1B, INTERLEAVED_ZB, INTERLEAVED_ROUNDS, LOOPED_BFS,
-    ONE_F_ONE_B, ZB_H1, ZB_H2, ZB_V, V_GREEDY, V_MEMORY,
+    ONE_F_ONE_B, ZB_H1, ZB_H2, ZB_V, V_GREEDY, V_MEMORY, ZB_AUTO, ZBV_GENERATOR,
 )
 #: What a heuristic raises on a problem it does not fit; it is then skipped.
 SKIPPED = (NotApplicableError, InvalidScheduleError, DeadlockError, ValueError)

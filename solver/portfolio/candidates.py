@@ -21,14 +21,18 @@ from ..heuristics.sync_order import SyncOrderPhase
 from ..heuristics.v_greedy import V_GREEDY
 from ..heuristics.v_memory import V_MEMORY, VMemoryPhase
 from ..heuristics.warm_start import GridPhase, HintPhase
+from ..heuristics.zb_phase import NAMES as ZB_CONSTRUCTIONS
+from ..heuristics.zb_phase import ZBConstructionsPhase
 
 #: Heuristics whose orders another phase holds, so the recipes do not run them again: the grid holds
-#: the V greedy's, and the V tight-cap orders are a phase of their own, charged their measured cost.
-COVERED = (V_GREEDY.name, V_MEMORY.name)
+#: the V greedy's; the V tight-cap orders and the zero-bubble authors' constructions are phases of their
+#: own, charged their measured cost.
+COVERED = (V_GREEDY.name, V_MEMORY.name, *ZB_CONSTRUCTIONS)
 
-#: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule.
-HEURISTIC_PHASES: tuple[Phase, ...] = (GridPhase(), RecipesPhase(covered=COVERED), InterleavedPhase(),
-                                       VMemoryPhase(), HintPhase(), SyncOrderPhase())
+#: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule;
+#: the zero-bubble constructions go first (their own wall check; zb_phase.py says why).
+HEURISTIC_PHASES: tuple[Phase, ...] = (ZBConstructionsPhase(), GridPhase(), RecipesPhase(covered=COVERED),
+                                       InterleavedPhase(), VMemoryPhase(), HintPhase(), SyncOrderPhase())
 
 
 @dataclass(frozen=True)
