@@ -41,7 +41,7 @@ from ..core.schedule import Order
 from ..core.tolerance import EVENT_TOL, slack, within_cap
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError, simulate
-from .device_events import run_device_events
+from .listsched.engine import run
 from .swap_past_w import fits_memory
 from .trials import Trials
 
@@ -294,5 +294,5 @@ def reschedule_tail(inst: Instance, order: Order, tail_fs: int = 0, deep: bool =
                 rest[d].discard(op)
         return e, {d} | {inst.device(q) for q, _ in inst.successors(op)}
 
-    done = run_device_events(p, free, choose, commit)
+    done = run(p, free, choose, commit)
     return out if done == inst.num_ops else None

@@ -44,7 +44,6 @@ IZB's 1429.81 (load 2).
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass
 
@@ -58,30 +57,19 @@ from ..budget import (
     note_wall_cut,
 )
 from ..core.errors import NotApplicableError
-from ..core.instance import Instance, OpId
+from ..core.instance import Instance
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.schedule import Order
-from ..core.tolerance import EVENT_TOL, slack, within_cap
+from ..core.tolerance import slack, within_cap
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.interleaved_zb import interleaved_zb_order
-from .device_events import run_device_events
-from .greedy import BankersMemory
 from .interleaved_local import improve
+from .listsched.engine import Progress, run
+from .listsched.policies import INTERLEAVED, ILPolicy
+from .listsched.rules import interleaved_choose
 from .search import Search
 from .trials import Trials
-
-
-@dataclass(frozen=True)
-class ILPolicy:
-    """One point of the grid (module docstring): forward rule, W rule, Ws held, extra admissions."""
-
-    forward: str = "switch"
-    w: str = "fits"
-    hold: int | None = None
-    extra: int = 0
-    lag: int | None = None  # with a lag: each device's forwards in :func:`forward_sequence` order
-    alternate: bool = False  # F after B and B after F when both can run (1F1B's steady state)
 
 
 def applies(inst: Instance) -> bool:
@@ -116,141 +104,22 @@ def forward_sequence(inst: Instance, d: int, lag: int) -> list[tuple[int, int]]:
 
 def interleaved_order(inst: Instance, policy: ILPolicy) -> Order:
     """Per-device order under ``policy``; raises DeadlockError when it gets stuck."""
-    p, m, S = inst.devices, inst.microbatches, inst.num_stages
-    split = inst.split_backward
-    dur, delta = inst.duration, inst.delta
+    p = inst.devices
     warm = [max(1, w + policy.extra) for w in _warm(inst)]
-    nf, nb, nw = [0] * S, [0] * S, [0] * S
-    f_end = [[math.nan] * m for _ in range(S)]
-    b_end = [[math.nan] * m for _ in range(S)]
-    free = [0.0] * p
-    out = [0] * p  # forwards minus backwards run on each device
-    started = [False] * p  # has the device run a B
-    capped = any(math.isfinite(x) for x in inst.limit)
-    mem = BankersMemory(inst) if capped else None
-    order: Order = [[] for _ in range(p)]
-    stages = inst.stages_of_device
     seqs = [forward_sequence(inst, d, policy.lag) for d in range(p)] if policy.lag is not None else None
     follow = [len(x) for x in seqs] if seqs is not None else [0] * p  # forwards that follow the sequence
     if seqs is not None and policy.forward == "warm-deep":  # IZB's warm-up, then the deepest ready forward
         follow = [min(len(x), w) for x, w in zip(seqs, _warm(inst), strict=True)]
-    at_f = [0] * p
-    last = ["B"] * p
-
-    def arrival(kind: str, s: int) -> float | None:
-        i = (nf if kind == "F" else nb)[s]
-        if i >= m:
-            return None
-        if kind == "F":
-            if s == 0:
-                return 0.0
-            e = f_end[s - 1][i]
-            return None if math.isnan(e) else e + inst.link(s - 1, s)
-        e = f_end[s][i] if s == S - 1 else b_end[s + 1][i]
-        return None if math.isnan(e) else e + (inst.link(s + 1, s) if s < S - 1 else 0.0)
-
-    def allowed(d: int, op: OpId) -> bool:
-        change = delta[op.kind][op.stage]
-        if mem is None or change <= 0:
-            return True
-        return mem.allows(d, op.microbatch, change)
-
-    def pending_ws(d: int) -> list[OpId]:
-        if not split:
-            return []
-        return sorted((OpId("W", s, nw[s]) for s in stages[d] if nw[s] < nb[s]), key=lambda o: (o.microbatch, -o.stage))
-
-    def choose(d: int) -> tuple[float, OpId | None]:
-        now = free[d]
-        later: list[float] = []
-        bs: list[OpId] = []
-        fs: list[OpId] = []
-        blocked = False
-        for s in stages[d]:
-            for kind in ("B", "F"):
-                r = arrival(kind, s)
-                if r is None:
-                    continue
-                i = (nf if kind == "F" else nb)[s]
-                op = OpId(kind, s, i)  # type: ignore[arg-type]
-                if kind == "F" and seqs is not None and at_f[d] < follow[d] and seqs[d][at_f[d]] != (s, i):
-                    continue  # not the device's next forward
-                if kind == "F" and s < p and out[d] >= warm[d]:
-                    continue  # a new microbatch waits for one in flight here to go back
-                if r > now + EVENT_TOL:
-                    later.append(r)
-                    continue
-                if not allowed(d, op):
-                    blocked = blocked or kind == "F"
-                    continue
-                (bs if kind == "B" else fs).append(op)
-        ws = pending_ws(d)
-        if ws and policy.hold is not None and len(ws) > policy.hold:
-            return now, ws[0]
-        if fs and bs and policy.alternate and last[d] == "B":
-            bs = []
-        if bs:
-            return now, min(bs, key=lambda o: (o.microbatch, -o.stage))
-        if fs:
-            deep = policy.forward in ("deep", "warm-deep") or (policy.forward == "switch" and started[d])
-            return now, min(fs, key=lambda o: (-o.stage, o.microbatch) if deep else (o.stage, o.microbatch))
-        nxt = min(later, default=math.inf)
-        if ws and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[0].stage] - EVENT_TOL):
-            return now, ws[0]
-        return nxt, None
-
-    def commit(d: int, at: float, op: OpId) -> tuple[float, set[int]]:
-        k, st, i = op
-        end = at + inst.cost(op)
-        if mem is not None:
-            if k == "F" and st == 0:
-                mem.admit(i)
-            mem.apply(d, i, delta[k][st])
-        order[d].append(op)
-        touched = {d}
-        if k == "F":
-            nf[st] += 1
-            out[d] += 1
-            at_f[d] += 1
-            last[d] = "F"
-            f_end[st][i] = end
-            if st < S - 1:
-                touched.add(inst.device_of_stage[st + 1])
-        elif k == "B":
-            nb[st] += 1
-            out[d] -= 1
-            last[d] = "B"
-            started[d] = True
-            b_end[st][i] = end
-            if st > 0:
-                touched.add(inst.device_of_stage[st - 1])
-        else:
-            nw[st] += 1
-        return end, touched
-
-    total, done = inst.num_ops, run_device_events(p, free, choose, commit)
+    prog = Progress(inst)
+    choose = interleaved_choose(prog, warm, seqs, follow, policy.forward, policy.alternate, policy.w, policy.hold)
+    total, done = inst.num_ops, run(p, prog.free, choose, prog.commit)
     if done != total:
         raise DeadlockError(f"interleaved memory greedy {policy} stuck after {done} of {total} ops")
-    return order
+    return prog.order
 
 
-#: The grid. The first eight follow :func:`forward_sequence` (lag 1: the p = 2 ILP optimum's forward
-#: order; lag 2: one round later), F and B alternating as in 1F1B, with either W rule and the IZB
-#: warm-up or one more admission; the next eight keep IZB's warm-up, then run the deepest ready
-#: forward (the p = 2 optimum's first difference, decided op by op); the last two choose each
-#: forward freely, deepest chunk first.
-#: Chosen from the p = 2, m = 4 shrunk case's optimum, not tuned on the anchors' reported cases.
-POLICIES = tuple(
-    ILPolicy("seq", w, None, extra, lag, True)
-    for lag in (1, 2)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + tuple(
-    ILPolicy("warm-deep", w, None, extra, 1, alternate)
-    for alternate in (True, False)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1))
+#: The grid: :data:`~.listsched.policies.INTERLEAVED` (what each policy does and where they came from).
+POLICIES: tuple[ILPolicy, ...] = INTERLEAVED.policies
 
 
 def interleaved_candidates(inst: Instance, keep: int = 3, trials: Trials | None = None) -> list[Incumbent]:

@@ -30,152 +30,43 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 from ..budget import RECIPE_S_PER_OP
 from ..core.errors import NotApplicableError
-from ..core.instance import Instance, OpId
+from ..core.instance import Instance
 from ..core.method import Method, SolveOptions
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
-from ..core.tolerance import EVENT_TOL, within_cap
+from ..core.tolerance import within_cap
 from ..timing.finalize import finalize
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
-from .device_events import run_device_events
-
-
-@dataclass(frozen=True)
-class VPolicy:
-    """One point of the grid.
-
-    ``warm``: scale of the ZB-V warm-up count ``2(p - d) - 1`` (chunk-0 forwards before the turn).
-    ``steady``: scale of the chunk-0 in-flight cap after the turn (None: memory alone caps it).
-    ``w``: "fits" runs an idle-time W only when it ends before the next known arrival; "eager" always.
-    ``rank``: which ready op runs first: ``B1`` / ``F1`` are chunk 1's B and F, ``B0`` / ``F0`` chunk 0's.
-    B first frees memory and feeds the device above; ``F0`` first starts the longest remaining path
-    (a chunk-0 forward has the whole round trip after it), which the cool-down needs.
-    """
-
-    warm: float = 1.0
-    steady: float | None = None
-    w: str = "fits"
-    rank: tuple[str, ...] = ("B1", "B0", "F1", "F0")
-    extra: int = 0  # added to both counts
-
-
-def _in_flight_caps(inst: Instance, policy: VPolicy) -> tuple[list[int], list[float]]:
-    p = inst.devices
-    base = [2 * (p - d) - 1 for d in range(p)]
-    warm = [max(1, round(policy.warm * b) + policy.extra) for b in base]
-    steady = [math.inf if policy.steady is None else max(1, round(policy.steady * b) + policy.extra) for b in base]
-    return warm, steady
+from .listsched.engine import Progress, run
+from .listsched.policies import V, VPolicy
+from .listsched.rules import oldest_w, ramp_caps, room_for_turn, v_choose
 
 
 def v_order(inst: Instance, policy: VPolicy) -> Order:
     """Per-device order under ``policy`` (module docstring); raises DeadlockError if it gets stuck."""
-    p, m, S = inst.devices, inst.microbatches, inst.num_stages
-    split = inst.split_backward
-    dur, delta = inst.duration, inst.delta
-    warm, steady = _in_flight_caps(inst, policy)
-    nf, nb, nw = [0] * S, [0] * S, [0] * S
-    f_end = [[math.nan] * m for _ in range(S)]
-    b_end = [[math.nan] * m for _ in range(S)]
-    free, live = [0.0] * p, [0.0] * p
-    turned = [False] * p  # has the device run its first chunk-1 forward
-    order: Order = [[] for _ in range(p)]
-
-    def ready(kind: str, s: int) -> float | None:
-        """Arrival time of the next op of ``kind`` on stage ``s``; None if not yet known or none left."""
-        i = (nf if kind == "F" else nb)[s]
-        if i >= m:
-            return None
-        if kind == "F":
-            e = 0.0 if s == 0 else f_end[s - 1][i]
-            return None if math.isnan(e) else e + (inst.link(s - 1, s) if s > 0 else 0.0)
-        e = f_end[s][i] if s == S - 1 else b_end[s + 1][i]
-        return None if math.isnan(e) else e + (inst.link(s + 1, s) if s < S - 1 else 0.0)
-
-    def fits(d: int, amount: float) -> bool:
-        return within_cap(live[d] + max(amount, 0.0), inst.limit[d])
-
-    def choose(d: int) -> tuple[float, OpId | None]:
-        """(time, op) of device d's next op, or (time to look again, None)."""
-        now = free[d]
-        s, t = d, S - 1 - d
-        arrivals: list[float] = []
-        runnable: dict[str, OpId] = {}
-        blocked = False
-        for name, kind, st in (("B1", "B", t), ("B0", "B", s), ("F1", "F", t), ("F0", "F", s)):
-            r = ready(kind, st)
-            if r is None:
-                continue
-            if name == "F0":
-                if nf[s] - nb[s] >= (warm[d] if not turned[d] else steady[d]):
-                    continue  # a new microbatch waits for one in flight to finish its chunk-0 backward
-                need = delta["F"][s] + (max(delta["F"][t], 0.0) if nf[t] < m else 0.0)  # room for the turn
-            else:
-                need = delta[kind][st]
-            arrivals.append(r)
-            if r > now + EVENT_TOL:
-                continue
-            if fits(d, need):
-                runnable[name] = OpId(kind, st, (nf if kind == "F" else nb)[st])  # type: ignore[arg-type]
-            elif kind == "F":
-                blocked = True
-        for name in policy.rank:
-            if name in runnable:
-                return now, runnable[name]
-        ws = [(nw[st], OpId("W", st, nw[st])) for st in (t, s) if split and nw[st] < nb[st]]
-        nxt = min((r for r in arrivals if r > now + EVENT_TOL), default=math.inf)  # what is here already waits on memory
-        if ws:
-            w_op = min(ws)[1]
-            if blocked or policy.w == "eager" or nxt - now >= dur["W"][w_op.stage] - EVENT_TOL:
-                return now, w_op
-        return nxt, None
-
-    def commit(d: int, at: float, op: OpId) -> tuple[float, set[int]]:
-        k, st, i = op
-        end = at + inst.cost(op)
-        live[d] += inst.mem(op)
-        order[d].append(op)
-        touched = {d}
-        if k == "F":
-            nf[st] += 1
-            f_end[st][i] = end
-            turned[d] = turned[d] or st >= p
-            if st < S - 1:
-                touched.add(inst.device_of_stage[st + 1])
-        elif k == "B":
-            nb[st] += 1
-            b_end[st][i] = end
-            if st > 0:
-                touched.add(inst.device_of_stage[st - 1])
-        else:
-            nw[st] += 1
-        return end, touched
-
-    total, done = len(inst.kinds) * S * m, run_device_events(p, free, choose, commit)
+    p, S = inst.devices, inst.num_stages
+    base = [2 * (p - d) - 1 for d in range(p)]
+    warm = ramp_caps(base, policy.warm, policy.extra)
+    steady = ramp_caps(base, policy.steady, policy.extra) if policy.steady is not None else [math.inf] * p
+    prog = Progress(inst, bank=False)
+    nf = prog.nf
+    waiting = oldest_w(prog, lambda d: (S - 1 - d, d), lambda o: (o.microbatch, o.stage))
+    choose = v_choose(prog, lambda d: steady[d] if nf[S - 1 - d] else warm[d], room_for_turn(prog), policy.rank,
+                      waiting, policy.w)
+    total, done = len(inst.kinds) * S * inst.microbatches, run(p, prog.free, choose, prog.commit)
     if done != total:
         raise DeadlockError(f"V greedy {policy} stuck after {done} of {total} ops")
-    return order
+    return prog.order
 
 
-#: The grid, best first. Chosen on the V cases of ``benchmarks/cases.py``'s tuning set plus p = 4, 8,
-#: m = 2p cases at caps 1p and 1.25p (6.2B, 28.3B), never on the reported ones (m = 3p): a greedy
-#: set cover of 288 policies (in-flight scales 0.4 .. 1 and None, warm-up scales 1 .. 2, both W rules,
-#: four ranks, extra 0 / 1). The first four reach the best of all 288 on every tuning case; longer
-#: warm-ups and lower in-flight caps never won there, so only the ZB-V counts (scale 1) remain; the
-#: fifth (B first, the ZB-V recipe's priority) is kept as cheap insurance.
-POLICIES = (
-    VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0")),
-    VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1),
-    VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
-)
+#: The grid, best first: :data:`~.listsched.policies.V` (the cases and the rule that chose it are there).
+POLICIES: tuple[VPolicy, ...] = V.policies
 
 
 def v_candidates(inst: Instance, keep: int = 3, count: int | None = None) -> list[Incumbent]:
@@ -217,13 +108,17 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
+def first_or_refuse(problem: Problem, name: str, inst: Instance, cands: list[Incumbent], t0: float) -> Schedule:
+    """The V methods' answer: the best of ``cands``, finalized, or why there is none."""
+    if not cands:
+        raise NotApplicableError(f"{name} found no order within memory.limit; try greedy or auto")
+    return finalize(problem, name, cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+
+
 def solve_v_greedy(problem: Problem, options: SolveOptions) -> Schedule:
     t0 = time.perf_counter()
     inst = Instance.from_problem(problem)
-    cands = v_candidates(inst, keep=1)
-    if not cands:
-        raise NotApplicableError("zb-v-greedy found no order within memory.limit; try greedy or auto")
-    return finalize(problem, "zb-v-greedy", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+    return first_or_refuse(problem, "zb-v-greedy", inst, v_candidates(inst, keep=1), t0)
 
 
 V_GREEDY = Method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills "

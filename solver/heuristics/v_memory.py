@@ -16,13 +16,13 @@ below was 1-3% behind it there), so the rule is applied to ZB-V's own order:
   Alone it leaves too many Ws for the end; :func:`~.v_search.improve` moves them back into the gaps.
 * :func:`vm_order`, the list scheduler for the caps above 1p. Device ``d`` holds chunk 0 = stage
   ``d`` and chunk 1 = stage ``2p - 1 - d``; time moves over all devices at once
-  (:func:`~.device_events.run_device_events`). At a decision: with ``hold``, a W first when more
+  (:func:`~.listsched.engine.run`). At a decision: with ``hold``, a W first when more
   than ``hold`` Ws wait; else the first ready op of ``rank`` (``B1``, ``B0``, ``F1``, ``F0``: kind
   and chunk) that memory allows, a new microbatch (``F0``) only while fewer than
   ``2p - 1 - d + extra`` are in flight on chunk 0 (ZB-V's count; ``None``: memory alone) and, with
   ``turn``, only with room for its own chunk-1 forward too; else a W when memory stops a forward or
   the device would idle (``fits``: ends before the next known arrival; ``eager``: always). Memory:
-  the banker's test of :class:`~.greedy.BankersMemory` (an op takes memory only while every older
+  the banker's test of :class:`~.listsched.memory.BankersMemory` (an op takes memory only while every older
   microbatch in flight can still finish alone); a policy that still gets stuck raises
   :class:`DeadlockError` and is skipped.
 
@@ -34,7 +34,6 @@ below ZB-V (``zb-v-greedy`` equals ZB-V there), at 1.5p the grid beats ``zb-v-gr
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections import deque
@@ -61,28 +60,18 @@ from ..core.metrics import makespan
 from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import EVENT_TOL, within_cap
-from ..timing.finalize import finalize
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
-from .device_events import run_device_events
-from .greedy import BankersMemory
 from .interleaved_local import local_search
+from .listsched.engine import Progress, run
+from .listsched.policies import VM, VM_WIDE, VMPolicy
+from .listsched.rules import bankers, fifo_w, ramp_caps, v_choose
 from .search import Search
 from .swap_past_w import fits_memory
 from .trials import Trials
+from .v_greedy import first_or_refuse
 from .v_search import improve
-
-
-@dataclass(frozen=True)
-class VMPolicy:
-    """One point of the grid (module docstring)."""
-
-    rank: tuple[str, ...] = ("B1", "B0", "F1", "F0")
-    hold: int | None = None
-    w: str = "fits"
-    extra: int | None = 0
-    turn: bool = True  # a new microbatch needs room for its chunk-1 forward too (the turn of the V)
 
 
 def applies(inst: Instance) -> bool:
@@ -92,94 +81,15 @@ def applies(inst: Instance) -> bool:
 
 def vm_order(inst: Instance, policy: VMPolicy) -> Order:
     """Per-device order under ``policy``; raises DeadlockError when it gets stuck."""
-    p, m, S = inst.devices, inst.microbatches, inst.num_stages
-    split = inst.split_backward
-    dur, delta = inst.duration, inst.delta
-    nf, nb = [0] * S, [0] * S
-    f_end = [[math.nan] * m for _ in range(S)]
-    b_end = [[math.nan] * m for _ in range(S)]
-    free = [0.0] * p
-    admit = [math.inf if policy.extra is None else max(1, 2 * p - 1 - d + policy.extra) for d in range(p)]
-    mem = BankersMemory(inst) if any(math.isfinite(x) for x in inst.limit) else None
-    ws: list[deque[OpId]] = [deque() for _ in range(p)]
-    order: Order = [[] for _ in range(p)]
-
-    def arrival(kind: str, s: int) -> float | None:
-        i = (nf if kind == "F" else nb)[s]
-        if i >= m:
-            return None
-        if kind == "F":
-            if s == 0:
-                return 0.0
-            e = f_end[s - 1][i]
-            return None if math.isnan(e) else e + inst.link(s - 1, s)
-        e = f_end[s][i] if s == S - 1 else b_end[s + 1][i]
-        return None if math.isnan(e) else e + (inst.link(s + 1, s) if s < S - 1 else 0.0)
-
-    def allowed(d: int, op: OpId, turn: bool) -> bool:
-        change = delta[op.kind][op.stage]
-        if mem is None or change <= 0:
-            return True
-        if turn and nf[S - 1 - d] < m and not within_cap(mem.live[d] + change + max(0.0, delta["F"][S - 1 - d]),
-                                                         inst.limit[d]):
-            return False
-        return mem.allows(d, op.microbatch, change)
-
-    def choose(d: int) -> tuple[float, OpId | None]:
-        now = free[d]
-        if policy.hold is not None and len(ws[d]) > policy.hold:
-            return now, ws[d][0]
-        stage = {"0": d, "1": S - 1 - d}
-        later: list[float] = []
-        blocked = False
-        for name in policy.rank:
-            kind, s = name[0], stage[name[1]]
-            r = arrival(kind, s)
-            if r is None:
-                continue
-            if name == "F0" and nf[s] - nb[s] >= admit[d]:
-                continue
-            if r > now + EVENT_TOL:
-                later.append(r)
-                continue
-            op = OpId(kind, s, (nf if kind == "F" else nb)[s])  # type: ignore[arg-type]
-            if allowed(d, op, turn=policy.turn and name == "F0"):
-                return now, op
-            blocked = blocked or kind == "F"
-        nxt = min(later, default=math.inf)
-        if ws[d] and (blocked or policy.w == "eager" or nxt - now >= dur["W"][ws[d][0].stage] - EVENT_TOL):
-            return now, ws[d][0]
-        return nxt, None
-
-    def commit(d: int, at: float, op: OpId) -> tuple[float, set[int]]:
-        k, st, i = op
-        end = at + inst.cost(op)
-        if mem is not None:
-            if k == "F" and st == 0:
-                mem.admit(i)
-            mem.apply(d, i, delta[k][st])
-        order[d].append(op)
-        touched = {d}
-        if k == "F":
-            nf[st] += 1
-            f_end[st][i] = end
-            if st < S - 1:
-                touched.add(inst.device_of_stage[st + 1])
-        elif k == "B":
-            nb[st] += 1
-            b_end[st][i] = end
-            if split:
-                ws[d].append(OpId("W", st, i))
-            if st > 0:
-                touched.add(inst.device_of_stage[st - 1])
-        else:
-            ws[d].popleft()
-        return end, touched
-
-    total, done = inst.num_ops, run_device_events(p, free, choose, commit)
+    p = inst.devices
+    admit = ramp_caps([2 * p - 1 - d for d in range(p)], 1.0, policy.extra)
+    prog = Progress(inst, fifo=True)
+    choose = v_choose(prog, admit.__getitem__, bankers(prog, policy.turn), policy.rank, fifo_w(prog), policy.w,
+                      policy.hold)
+    total, done = inst.num_ops, run(p, prog.free, choose, prog.commit)
     if done != total:
         raise DeadlockError(f"V memory greedy {policy} stuck after {done} of {total} ops")
-    return order
+    return prog.order
 
 
 def deferred_w_order(inst: Instance, base: Order, w: str = "fits", hold: int | None = None,
@@ -243,20 +153,15 @@ def deferred_w_order(inst: Instance, base: Order, w: str = "fits", hold: int | N
             touched.update(inst.device(q) for q, _ in inst.successors(op))
         return e, touched
 
-    total, done = inst.num_ops, run_device_events(p, free, choose, commit)
+    total, done = inst.num_ops, run(p, free, choose, commit)
     if done != total:
         raise DeadlockError(f"deferred-W order stuck after {done} of {total} ops")
     return order
 
 
-#: The list scheduler's grid: a greedy set cover over 288 policies (the 24 ranks, both W rules,
-#: extra 0 / 1 / None, with and without the turn's room) on the tuning cases at 1.5p (14.6B and
-#: 28.3B, p = 4 and 8, m = 2p and 4p); these two reach the best of all 288 on every one of them.
+#: The list scheduler's grid: :data:`~.listsched.policies.VM` (the cases and the rule that chose it are there).
 #: At 1p no policy of the grid came within 1% of ZB-V, so there the deferred-W order and the search do the work.
-POLICIES = (
-    VMPolicy(("B1", "F1", "F0", "B0"), None, "eager", None, True),
-    VMPolicy(("B0", "F1", "F0", "B1"), None, "eager", 1, True),
-)
+POLICIES: tuple[VMPolicy, ...] = VM.policies
 
 
 def _zb_v_base(inst: Instance) -> Order | None:
@@ -316,10 +221,9 @@ def _policy_orders(inst: Instance, policies: Iterable[VMPolicy], deadline: float
             continue
 
 
-#: The memory-alone policies (``extra=None``) in product order; :data:`~..budget.V_WIDE_GRID_ORDER` ranks them.
-WIDE_GRID = tuple(VMPolicy(rank, None, w, None, turn)
-                      for rank in itertools.permutations(("B1", "B0", "F1", "F0"))
-                      for w in ("fits", "eager") for turn in (True, False))
+#: The memory-alone policies (``extra=None``) in product order (:data:`~.listsched.policies.VM_WIDE`);
+#: :data:`~..budget.V_WIDE_GRID_ORDER` ranks them.
+WIDE_GRID: tuple[VMPolicy, ...] = VM_WIDE.policies
 
 
 def wide_count(trials: int) -> int:
@@ -418,9 +322,7 @@ def solve_v_memory(problem: Problem, options: SolveOptions) -> Schedule:
         raise NotApplicableError("v-memory needs the V placement with one copy and no overlap")
     cands = vm_candidates(inst, keep=1, trials=search_trials(inst, options.time_limit_s),
                           deadline=t0 + options.time_limit_s)
-    if not cands:
-        raise NotApplicableError("v-memory found no order within memory.limit; try greedy or auto")
-    return finalize(problem, "v-memory", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+    return first_or_refuse(problem, "v-memory", inst, cands, t0)
 
 
 V_MEMORY = Method("v-memory", "V list scheduler for tight caps (1p-1.5p of M_B): banker's memory test, ZB-V's order "

@@ -16,7 +16,6 @@ first decides next, so every op that could be ready at that moment is already kn
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 
@@ -26,6 +25,7 @@ from ..core.schedule import Order
 from ..core.tolerance import EVENT_TOL, cap_with_slack
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError
+from .listsched.engine import run
 from .zb_policies import Policy, policies
 from .zb_refine import refine_scale
 
@@ -62,12 +62,11 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
     cap = [math.inf if policy.extra is None else max(1, math.ceil(policy.scale * (S - s)) + policy.extra)
            for s in range(S)]
     total = len(inst.kinds) * S * m
-    done = 0
     f_first, b_wait, eager = policy.f_first, policy.b_wait, policy.w == "eager"
     inf = math.inf
 
-    def choose(d: int) -> tuple[float, int, int]:
-        """(time, kind, stage) of device d's next op (kind 0 F, 1 B, 2 W), or (time to look again, -1, -1)."""
+    def choose(d: int) -> tuple[float, int | None]:
+        """(time, 3 stage + kind) of device d's next op (kind 0 F, 1 B, 2 W), or (time to look again, None)."""
         t = free[d]
         tt = t + EVENT_TOL
         lv, room = live[d], lim[d]
@@ -109,76 +108,35 @@ def zb_order(inst: Instance, policy: Policy) -> Order:
         for kind, s in ((0, now_f), (1, now_b)) if f_first else ((1, now_b), (0, now_f)):
             if s >= 0:
                 if b_wait and kind == 0 and tt < soon_b < t + dur_f[s] - EVENT_TOL:
-                    return soon_b, -1, -1
-                return t, kind, s
+                    return soon_b, None
+                return t, 3 * s + kind
         if w_s >= 0:
             if b_wait and tt < soon_b < t + dur_w[w_s] - EVENT_TOL and not blocked:
-                return soon_b, -1, -1
+                return soon_b, None
             if blocked or eager or nxt == inf or nxt - t >= dur_w[w_s] - EVENT_TOL:
-                return t, 2, w_s
-        return nxt, -1, -1
+                return t, 3 * w_s + 2
+        return nxt, None
 
-    heap: list[tuple[float, int, int]] = []
-    version = [0] * p
-    decided: list[tuple[float, int, int] | None] = [None] * p  # the op a pushed device will run
+    counts, durs, deltas, ends = (nf, nb, nw), (dur_f, dur_b, dur_w), (d_f, d_b, d_w), (f_end, b_end)
+    names = ("F", "B", "W")
+    # the device an op's end may unblock besides its own: the next stage's for F, the previous one's for B
+    wakes = ([(d,) if s == last or dos[s + 1] == d else (d, dos[s + 1]) for s, d in enumerate(dos)],
+             [(d,) if s == 0 or dos[s - 1] == d else (d, dos[s - 1]) for s, d in enumerate(dos)],
+             [(d,) for d in dos])
 
-    def push(d: int) -> None:
-        version[d] += 1
-        choice = choose(d)
-        decided[d] = choice if choice[1] >= 0 else None
-        if choice[0] < inf:
-            heapq.heappush(heap, (max(choice[0], free[d]), d, version[d]))
+    def commit(d: int, start: float, code: int) -> tuple[float, tuple[int, ...]]:
+        s, k = divmod(code, 3)
+        count = counts[k]
+        i = count[s]
+        count[s] = i + 1
+        end = start + durs[k][s]
+        live[d] += deltas[k][s]
+        order[d].append(OpId(names[k], s, i))  # type: ignore[arg-type]
+        if k < 2:
+            ends[k][s * m + i] = end
+        return end, wakes[k][s]
 
-    for d in range(p):
-        push(d)
-    while heap:
-        t, d, ver = heapq.heappop(heap)
-        if ver != version[d]:
-            continue
-        choice = decided[d]
-        if choice is None:
-            free[d] = max(free[d], t)
-            choice = choose(d)
-            if choice[1] < 0:
-                if choice[0] < inf:
-                    heapq.heappush(heap, (choice[0], d, version[d]))
-                continue
-        start, k, s = choice
-        done += 1
-        if k == 0:
-            i = nf[s]
-            end = start + dur_f[s]
-            live[d] += d_f[s]
-            order[d].append(OpId("F", s, i))
-            nf[s] = i + 1
-            f_end[s * m + i] = end
-            free[d] = end
-            nxt_d = dos[s + 1] if s < last else d
-            push(d)
-            if nxt_d != d:
-                push(nxt_d)
-        elif k == 1:
-            i = nb[s]
-            end = start + dur_b[s]
-            live[d] += d_b[s]
-            order[d].append(OpId("B", s, i))
-            nb[s] = i + 1
-            b_end[s * m + i] = end
-            free[d] = end
-            prv = dos[s - 1] if s > 0 else d
-            if prv < d:
-                push(prv)
-            push(d)
-            if prv > d:
-                push(prv)
-        else:
-            i = nw[s]
-            end = start + dur_w[s]
-            live[d] += d_w[s]
-            order[d].append(OpId("W", s, i))
-            nw[s] = i + 1
-            free[d] = end
-            push(d)
+    done = run(p, free, choose, commit, keep=True)
     if done != total:
         raise DeadlockError(f"zb heuristic {policy} stuck after {done} of {total} ops")
     return order

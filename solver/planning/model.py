@@ -19,18 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core.problem import (  # one range for every cost, delta, size and memory
     MAX_MAGNITUDE,
-    MIN_MAGNITUDE,
+    number_error,
 )
-
-
-def _check_number(where: str, x: float, *, non_negative: bool) -> str | None:
-    if not math.isfinite(x) or abs(x) > MAX_MAGNITUDE:
-        return f"{where} must be a finite number of magnitude <= {MAX_MAGNITUDE:g} (got {x})"
-    if 0 < abs(x) < MIN_MAGNITUDE:
-        return f"{where} must be 0 or of magnitude >= {MIN_MAGNITUDE:g} (got {x})"
-    if non_negative and x < 0:
-        return f"{where} must be >= 0 (got {x})"
-    return None
 
 
 class LayerMemory(BaseModel):
@@ -45,7 +35,7 @@ class LayerMemory(BaseModel):
     def errors(self, where: str) -> list[str]:
         parts = (self.forward, self.backward_input, self.backward_weight)
         errs = [e for name, x in zip(("forward", "backward_input", "backward_weight"), parts, strict=True)
-                if (e := _check_number(f"{where}.{name}", x, non_negative=False))]
+                if (e := number_error(f"{where}.{name}", x, non_negative=False))]
         total, scale = sum(parts), max(1.0, *(abs(x) for x in parts))
         if not errs and abs(total) > 1e-9 * scale:
             errs.append(f"{where} deltas sum to {total:g}, not 0: activations would leak")
@@ -125,7 +115,7 @@ class Model(BaseModel):
         for k, layer in enumerate(self.layers):
             where = f"layers[{k}] ({layer.name})"
             for field in ("forward", "backward_input", "backward_weight", "static", "output"):
-                e = _check_number(f"{where}.{field}", getattr(layer, field), non_negative=True)
+                e = number_error(f"{where}.{field}", getattr(layer, field), non_negative=True)
                 if e:
                     errors.append(e)
             if layer.comm is not None:
@@ -262,7 +252,7 @@ class Cluster(BaseModel):
         elif mem is not None:
             for d, x in enumerate(mem if isinstance(mem, list) else [mem]):
                 where = f"memory_per_device[{d}]" if isinstance(mem, list) else "memory_per_device"
-                if e := _check_number(where, x, non_negative=True):
+                if e := number_error(where, x, non_negative=True):
                     errors.append(e)
         if self.inter_node_link is not None and self.devices_per_node is None:
             errors.append("inter_node_link needs devices_per_node (which devices share a node)")

@@ -97,20 +97,31 @@ def simulate(
     return _plain(inst, order, release, ends)
 
 
+def _walk(inst: Instance) -> tuple[int, int, int, _Graph, list[list[float | None]], list[int], list[float],
+                                   dict[OpId, float], dict[int, list[int]], list[int]]:
+    """The set-up of a walk over the devices' orders: stages, microbatches, ops per kind, the graph's
+    (codes, predecessors, durations), ends by kind and flat index (F, B, W), each device's position and
+    free time, the starts, the devices waiting on each op (kind * n + flat index) and the device stack."""
+    S, m, p = inst.num_stages, inst.microbatches, inst.devices
+    n = S * m
+    g = _graph(inst)
+    return (S, m, n, g, [[None] * n, [None] * n, [None] * n], [0] * p, [0.0] * p, {}, {},
+            list(range(p - 1, -1, -1)))
+
+
+def _no_stuck(order: Sequence[Sequence[OpId]], pos: list[int]) -> None:
+    """Raise :class:`DeadlockError` naming each device whose order did not run to its end."""
+    stuck = [f"device {d} waits at {order[d][pos[d]]}" for d in range(len(pos)) if pos[d] < len(order[d])]
+    if stuck:
+        raise DeadlockError("order deadlocks: " + "; ".join(stuck))
+
+
 def _plain(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpId, float] | None,
            out_ends: dict[OpId, float] | None) -> dict[OpId, float]:
     """:func:`simulate` without pairs or sharing: the hot loop of every heuristic and re-timing, kept
     free of their checks (one dict lookup per op more made it 60% slower at 98k ops)."""
-    S, m = inst.num_stages, inst.microbatches
-    n = S * m
-    g = _graph(inst)
+    S, m, n, g, ends, pos, free, start, waiting, stack = _walk(inst)
     codes, pred, dur = g.codes, g.pred, g.dur
-    ends: list[list[float | None]] = [[None] * n, [None] * n, [None] * n]  # F, B, W ends by flat index
-    pos = [0] * inst.devices
-    free = [0.0] * inst.devices
-    start: dict[OpId, float] = {}
-    waiting: dict[int, list[int]] = {}  # kind * n + flat index of the blocking op -> devices
-    stack = list(range(inst.devices - 1, -1, -1))
     while stack:
         d = stack.pop()
         ops = order[d]
@@ -148,9 +159,7 @@ def _plain(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpI
                 if woken:
                     stack.extend(woken)
         free[d] = t_free
-    stuck = [f"device {d} waits at {order[d][pos[d]]}" for d in range(inst.devices) if pos[d] < len(order[d])]
-    if stuck:
-        raise DeadlockError("order deadlocks: " + "; ".join(stuck))
+    _no_stuck(order, pos)
     if out_ends is not None:
         out_ends.update((op, t + dur[codes[op.kind]][op.stage]) for op, t in start.items())
     return start
@@ -159,21 +168,13 @@ def _plain(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpI
 def _paired(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpId, float] | None,
             pairs: Mapping[OpId, OpId], ends: dict[OpId, float] | None) -> dict[OpId, float]:
     """:func:`simulate` with F&B pairs: a pair is one op of its device, both halves' inputs awaited."""
-    S, m = inst.num_stages, inst.microbatches
-    n = S * m
-    g = _graph(inst)
+    S, m, n, g, finish, pos, free, start, waiting, stack = _walk(inst)
     codes, pred, dur = g.codes, g.pred, g.dur
-    finish: list[list[float | None]] = [[None] * n, [None] * n, [None] * n]  # F, B, W ends by flat index
-    pos = [0] * inst.devices
-    free = [0.0] * inst.devices
-    start: dict[OpId, float] = {}
-    waiting: dict[int, list[int]] = {}  # kind * n + flat index of the blocking op -> devices
-    stack = list(range(inst.devices - 1, -1, -1))
     while stack:
         d = stack.pop()
         ops = order[d]
         size = len(ops)
-        t = t_free = free[d]
+        t_free = free[d]
         while pos[d] < size:
             op = ops[pos[d]]
             partner = pairs.get(op) if pairs else None
@@ -216,9 +217,7 @@ def _paired(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[Op
             t_free = t + length
             pos[d] += len(group)
         free[d] = t_free
-    stuck = [f"device {d} waits at {order[d][pos[d]]}" for d in range(inst.devices) if pos[d] < len(order[d])]
-    if stuck:
-        raise DeadlockError("order deadlocks: " + "; ".join(stuck))
+    _no_stuck(order, pos)
     if ends is not None:
         ends.update((op, finish[codes[op.kind]][op.stage * m + op.microbatch]) for op in start)  # type: ignore[misc]
     return start

@@ -29,12 +29,10 @@ each direction is trimmed to its own count (:func:`keep_microbatches`' argument,
 
 from __future__ import annotations
 
-from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
-from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
-from ...core.schedule import Order, Schedule
-from .dualpipe_steps import Steps, cool_down, solve_paired
+from ...core.schedule import Order
+from .dualpipe_steps import Steps, cool_down, paired_method, warm_up
 
 
 def _applies(problem: Problem) -> str | None:
@@ -69,17 +67,7 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     for r in range(p):
         dev = _rank(inst, r)
         j = min(r, p - 1 - r)
-        # Step 1: nF0
-        for _ in range(2 * (half - j - 1)):
-            dev.forward(0)
-        # Step 2: nF0F1
-        for _ in range(j + 1):
-            dev.forward(0)
-            dev.forward(1)
-        # Step 3: nB1W1F1 (zero bubble: the W right after its B)
-        for _ in range(half - j - 1):
-            dev.backward(1)
-            dev.forward(1)
+        warm_up(dev, half - j - 1, j)  # steps 1-3
         # Step 4 (main): nF0B1F1B0; F0 & B1, then F1 & B0 (the middle ranks' first F0, B1 not overlapped)
         for i in range(chunks - p + j + 1):
             if i == 0 and j == half - 1:
@@ -95,13 +83,9 @@ def dualpipe_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     return [[op for op in ops if inst.has_op(op)] for ops in order], kept
 
 
-def solve_dualpipe(problem: Problem, options: SolveOptions) -> Schedule:
-    return solve_paired(problem, "dualpipe", dualpipe_plan)
-
-
-DUALPIPE = Method(
+DUALPIPE = paired_method(
     "dualpipe",
     "DualPipe (DeepSeek-V3): placement 'dual', two streams from both ends, one chunk's F overlapped with the "
     "other's B (one op with costs.overlap_fb), Ws deferred at the tail; built for m >= 2p, trimmed below.",
-    "recipe", solve_dualpipe, requires=_applies, cost_per_op=FIXED_RECIPE_S_PER_OP,
+    dualpipe_plan, _applies,
 )

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
+from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
 from ...core.schedule import Order, Schedule
 from ...timing.finalize import from_order
@@ -61,6 +63,19 @@ class Steps:
         self.pairs.append((f, self.ops[-2] if self.split else self.ops[-1]))
 
 
+def warm_up(dev: Steps, n: int, index: int) -> None:
+    """Steps 1 to 3 on a device: ``2n`` times F0; ``index + 1`` times F0 then F1; ``n`` times B1 then F1
+    (the zero-bubble split: each B1 is followed by its W1)."""
+    for _ in range(2 * n):  # step 1: nF0
+        dev.forward(0)
+    for _ in range(index + 1):  # step 2: nF0F1
+        dev.forward(0)
+        dev.forward(1)
+    for _ in range(n):  # step 3: nB1W1F1
+        dev.backward(1)
+        dev.forward(1)
+
+
 def cool_down(dev: Steps, n: int, index: int) -> None:
     """Steps 5 to 8 on a device: ``n`` times B1 then F1 & B0; ``index + 1`` times B1, B0 with the Ws
     deferred from the middle on (one B earlier on odd ``index``); ``n`` times a queued W and a B0 whose
@@ -86,3 +101,13 @@ def solve_paired(problem: Problem, name: str, plan: Callable[[Instance], Plan]) 
     if inst.overlap is None:
         return from_order(problem, name, order, inst=inst)
     return from_paired_order(problem, name, order, pair_map(pairs), inst=inst)
+
+
+def paired_method(name: str, description: str, plan: Callable[[Instance], Plan],
+                  requires: Callable[[Problem], str | None]) -> Method:
+    """The method record of a recipe with F&B pairs: its ``plan`` run by :func:`solve_paired`."""
+
+    def solve(problem: Problem, options: SolveOptions) -> Schedule:
+        return solve_paired(problem, name, plan)
+
+    return Method(name, description, "recipe", solve, requires=requires, cost_per_op=FIXED_RECIPE_S_PER_OP)

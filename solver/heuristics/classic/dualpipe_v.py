@@ -23,13 +23,11 @@ The steps need ``m >= 2p``; for fewer microbatches the order is built for ``2p``
 
 from __future__ import annotations
 
-from ...budget import FIXED_RECIPE_S_PER_OP
 from ...core.instance import Instance, OpId
-from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
-from ...core.schedule import Order, Schedule
+from ...core.schedule import Order
 from ._common import keep_microbatches, needs_v_placement
-from .dualpipe_steps import Steps, cool_down, solve_paired
+from .dualpipe_steps import Steps, cool_down, paired_method, warm_up
 
 
 def _applies(problem: Problem) -> str | None:
@@ -48,17 +46,7 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     pairs: list[tuple[OpId, OpId]] = []
     for r in range(p):
         dev = Steps((r, 2 * p - 1 - r), (0, 0), inst.split_backward)
-        # Step 1: nF0, n = 2(p - r - 1)
-        for _ in range(2 * (p - r - 1)):
-            dev.forward(0)
-        # Step 2: nF0F1, n = r + 1
-        for _ in range(r + 1):
-            dev.forward(0)
-            dev.forward(1)
-        # Step 3: nB1W1F1, n = p - r - 1 (the zero-bubble split: each B1 is followed by its W1)
-        for _ in range(p - r - 1):
-            dev.backward(1)
-            dev.forward(1)
+        warm_up(dev, p - r - 1, r)  # steps 1-3: n = p - r - 1 (2n F0, r + 1 F0F1, n B1W1F1)
         # Step 4 (main): nF0B1F1B0, n = m - 2p + r + 1
         for _ in range(total - 2 * p + r + 1):
             dev.overlapped(0, 1)
@@ -69,13 +57,9 @@ def dualpipe_v_plan(inst: Instance) -> tuple[Order, list[tuple[OpId, OpId]]]:
     return keep_microbatches(order, m), [(f, b) for f, b in pairs if f.microbatch < m and b.microbatch < m]
 
 
-def solve_dualpipe_v(problem: Problem, options: SolveOptions) -> Schedule:
-    return solve_paired(problem, "dualpipe-v", dualpipe_v_plan)
-
-
-DUALPIPE_V = Method(
+DUALPIPE_V = paired_method(
     "dualpipe-v",
     "DualPipe-V (DeepSeek): V placement, one chunk's F paired with the other chunk's B (one op with "
     "costs.overlap_fb), Ws deferred at the tail; needs placement 'v' (stages_per_device = 2).",
-    "recipe", solve_dualpipe_v, requires=_applies, cost_per_op=FIXED_RECIPE_S_PER_OP,
+    dualpipe_v_plan, _applies,
 )
