@@ -29,17 +29,15 @@ order is checked for memory by the validator on the way out.
 from __future__ import annotations
 
 import math
-import time
 
 from ..budget import RECIPE_S_PER_OP
-from ..core.errors import NotApplicableError
 from ..core.instance import Instance
-from ..core.method import Method, SolveOptions
+from ..core.method import Method
 from ..core.metrics import makespan, objective_value, peak_memory
 from ..core.problem import Problem
-from ..core.schedule import Order, Schedule
+from ..core.schedule import Order
 from ..core.tolerance import within_cap
-from ..timing.finalize import finalize
+from ..timing.finalize import best_candidate_solver
 from ..timing.retime import Incumbent, compact
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
@@ -108,17 +106,7 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-def first_or_refuse(problem: Problem, name: str, inst: Instance, cands: list[Incumbent], t0: float) -> Schedule:
-    """The V methods' answer: the best of ``cands``, finalized, or why there is none."""
-    if not cands:
-        raise NotApplicableError(f"{name} found no order within memory.limit; try greedy or auto")
-    return finalize(problem, name, cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
-
-
-def solve_v_greedy(problem: Problem, options: SolveOptions) -> Schedule:
-    t0 = time.perf_counter()
-    inst = Instance.from_problem(problem)
-    return first_or_refuse(problem, "zb-v-greedy", inst, v_candidates(inst, keep=1), t0)
+solve_v_greedy = best_candidate_solver("zb-v-greedy", lambda inst: v_candidates(inst, keep=1))
 
 
 V_GREEDY = Method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills "

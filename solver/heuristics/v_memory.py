@@ -60,6 +60,7 @@ from ..core.metrics import makespan
 from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
 from ..core.tolerance import EVENT_TOL, within_cap
+from ..timing.finalize import finalize_best
 from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .classic.zb_v import zb_v_order
@@ -70,7 +71,6 @@ from .listsched.rules import bankers, fifo_w, ramp_caps, v_choose
 from .search import Search
 from .swap_past_w import fits_memory
 from .trials import Trials
-from .v_greedy import first_or_refuse
 from .v_search import improve
 
 
@@ -322,7 +322,7 @@ def solve_v_memory(problem: Problem, options: SolveOptions) -> Schedule:
         raise NotApplicableError("v-memory needs the V placement with one copy and no overlap")
     cands = vm_candidates(inst, keep=1, trials=search_trials(inst, options.time_limit_s),
                           deadline=t0 + options.time_limit_s)
-    return first_or_refuse(problem, "v-memory", inst, cands, t0)
+    return finalize_best(problem, "v-memory", inst, cands, t0)
 
 
 V_MEMORY = Method("v-memory", "V list scheduler for tight caps (1p-1.5p of M_B): banker's memory test, ZB-V's order "

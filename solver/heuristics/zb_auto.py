@@ -29,17 +29,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
-from ..core.method import Method, SolveOptions
+from ..core.method import Method
 from ..core.problem import Problem
-from ..core.schedule import Order, Schedule
+from ..core.schedule import Order
 from ..core.tolerance import within_cap
-from ..timing.finalize import finalize
+from ..timing.finalize import best_candidate_solver
 from ..timing.retime import Incumbent, compact, order_score
 from ..timing.simulate import DeadlockError, simulate
 
@@ -262,13 +260,7 @@ def zb_auto_candidates(inst: Instance, keep: int = 2) -> list[Incumbent]:
     return best_orders(inst, _all_orders(inst), keep)
 
 
-def solve_zb_auto(problem: Problem, options: SolveOptions) -> Schedule:
-    t0 = time.perf_counter()
-    inst = Instance.from_problem(problem)
-    cands = zb_auto_candidates(inst, keep=1)
-    if not cands:
-        raise NotApplicableError("zb-auto found no order within memory.limit; try greedy or auto")
-    return finalize(problem, "zb-auto", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+solve_zb_auto = best_candidate_solver("zb-auto", lambda inst: zb_auto_candidates(inst, keep=1))
 
 
 ZB_AUTO = Method("zb-auto", "The zero-bubble paper's automatic ZB-1p/ZB-2p construction (its eight variants, a few "

@@ -32,16 +32,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import time
 from collections import deque
 
-from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
-from ..core.method import Method, SolveOptions
+from ..core.method import Method
 from ..core.problem import Problem
-from ..core.schedule import Order, Schedule
+from ..core.schedule import Order
 from ..core.tolerance import within_cap
-from ..timing.finalize import finalize
+from ..timing.finalize import best_candidate_solver
 from ..timing.retime import Incumbent
 from .zb_auto import best_orders
 
@@ -273,13 +271,7 @@ def _applies(problem: Problem) -> str | None:
     return None
 
 
-def solve_zbv_generator(problem: Problem, options: SolveOptions) -> Schedule:
-    t0 = time.perf_counter()
-    inst = Instance.from_problem(problem)
-    cands = zbv_candidates(inst, keep=1)
-    if not cands:
-        raise NotApplicableError("zb-v-generator found no order within memory.limit; try zb-v-greedy or auto")
-    return finalize(problem, "zb-v-generator", cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+solve_zbv_generator = best_candidate_solver("zb-v-generator", lambda inst: zbv_candidates(inst, keep=1), "zb-v-greedy or auto")
 
 
 ZBV_GENERATOR = Method(

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..bounds.combinatorial import combinatorial_bound
 from ..bounds.feasibility import infeasibility_reason
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.instance import Instance, OpId
+from ..core.method import SolveOptions
 from ..core.metrics import bubble_ratio, makespan, objective_value, peak_memory
 from ..core.problem import Problem
 from ..core.schedule import Schedule, ScheduledOp, Status, TimedStep, TimedSync, execution_key
 from ..core.step import step_tail
 from ..core.tolerance import slack, within_cap
 from ..core.transients import reserves_transients
-from .retime import compact
+from .retime import Incumbent, compact
 from .validate import validate
 
 #: Times are rounded to this many decimals so the JSON is stable across platforms and runs.
@@ -177,3 +178,21 @@ def infeasible(problem: Problem, method: str, inst: Instance, t0: float) -> Sche
     if reason is None:
         return None
     return no_schedule(problem, method, "infeasible", reason, solve_time_s=time.perf_counter() - t0)
+
+
+def finalize_best(problem: Problem, name: str, inst: Instance, cands: Sequence[Incumbent], t0: float,
+                  instead: str = "greedy or auto") -> Schedule:
+    """A search method's answer: the first (best) of ``cands`` finalized, or why there is none."""
+    if not cands:
+        raise NotApplicableError(f"{name} found no order within memory.limit; try {instead}")
+    return finalize(problem, name, cands[0].start, solve_time_s=time.perf_counter() - t0, inst=inst)
+
+
+def best_candidate_solver(name: str, candidates: Callable[[Instance], Sequence[Incumbent]],
+                          instead: str = "greedy or auto") -> Callable[[Problem, SolveOptions], Schedule]:
+    """The ``run`` of a search method whose answer is the best of its ``candidates`` (:func:`finalize_best`)."""
+    def solve(problem: Problem, options: SolveOptions) -> Schedule:
+        t0 = time.perf_counter()
+        inst = Instance.from_problem(problem)
+        return finalize_best(problem, name, inst, candidates(inst), t0, instead)
+    return solve
