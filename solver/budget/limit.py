@@ -32,11 +32,17 @@ IDLE_PRECEDENCES_DTIME_PER_SECOND = 0.15
 #: (``python benchmarks/limit_use.py --rates``).
 IDLE_RESOURCE_DTIME_PER_SECOND = 0.6
 
-#: The same for a window's search (one thread, no linear relaxation, CP-SAT's load included): a window
-#: of ``s`` nominal seconds gets ``s`` times this many units and is counted its units over it. Measured
-#: like the rates above, on the windows' solves (``python benchmarks/limit_use.py --rates``, rows "no LP,
-#: 1 worker").
-WINDOW_DTIME_PER_SECOND = 0.75
+#: The same for a window's search (one thread, no linear relaxation): a window of ``s`` nominal seconds
+#: gets ``s`` times this many units and is counted its units over it. Measured per CPU second on the
+#: windows' solves by ``python benchmarks/limit_use.py --rates`` (rows "no LP, 1 worker"): 0.14 on a
+#: 768-op stage-span model with a memory cumulative, about 1.0 on a 384-op makespan one; a value between,
+#: so the counted seconds are within a factor of 2.5 of the CPU either way.
+WINDOW_DTIME_PER_SECOND = 0.4
+#: CPU seconds per op of setting up one window: building the full model in Python and CP-SAT's load before
+#: its deterministic clock starts, counted for every window. Measured on windows CP-SAT closed at once
+#: (under 0.01 units): 0.14 s at 384 ops, 0.5 s at 768, 0.6 s at 1536 (4e-4 to 6.5e-4 per op):
+#: ``python benchmarks/limit_use.py --rates`` prints it (row "window set-up per op").
+WINDOW_LOAD_S_PER_OP = 5e-4
 
 #: Ops one window frees in all (spread over its devices: 2 or 4), before a pass without improvement
 #: grows it by :data:`LNS_GROWTH`. Policy: small enough that CP-SAT searches a window to its end in a

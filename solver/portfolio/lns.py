@@ -32,7 +32,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..budget import DTIME_PER_SECOND, FULL_MODEL_OPS, SMALL_OPS, finish_margin, search_cost
+from ..budget import (
+    DTIME_PER_SECOND,
+    FULL_MODEL_OPS,
+    SMALL_OPS,
+    finish_margin,
+    retime_cost,
+    search_cost,
+)
 from ..budget.limit import (
     CANONICAL_LIMIT_S,
     LNS_GROWTH,
@@ -97,8 +104,9 @@ class WindowsPhase:
                 runs = window.runs(s.incumbent)
                 if not runs:
                     continue
+                exact = window_cost(s.inst, seconds) + retime_cost(s.inst) <= self.allowance(s)
                 res = solve_window(s.inst, s.incumbent, runs, bound=s.bound, seconds=seconds,
-                                   deadline=s.budget.deadline)
+                                   deadline=s.budget.deadline, exact=exact)
                 s.budget.charge(res.counted)
                 complete = complete and res.complete
                 if res.incumbent.objective < s.incumbent.objective:

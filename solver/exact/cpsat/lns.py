@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from ...budget import (
-    BUILD_S_PER_OP,
+    COMPACT_S_PER_OP,
     CPSAT_OVERSHOOT_S,
     PRECEDENCES_OVERSHOOT_S,
     note_wall_cut,
     retime_cost,
 )
-from ...budget.limit import WINDOW_DTIME_PER_SECOND
+from ...budget.limit import WINDOW_DTIME_PER_SECOND, WINDOW_LOAD_S_PER_OP
 from ...core.instance import Instance, OpId
 from ...core.tolerance import slack
 from ...timing.retime import Incumbent, retime
@@ -103,17 +103,20 @@ class WindowResult:
 
 
 def window_cost(inst: Instance, seconds: float) -> float:
-    """Most idle seconds one window of ``seconds`` nominal search is counted: building the model, its
-    search (CP-SAT's load included in the rate) and re-timing an improved answer."""
-    return BUILD_S_PER_OP * inst.num_ops + seconds + retime_cost(inst)
+    """Most idle seconds one window of ``seconds`` nominal search is counted when its answer is timed by
+    :func:`~pipesched.solver.timing.retime.compact`: setting it up (building the model, CP-SAT's load),
+    its search and that timing. The optimal re-timing instead (``exact``) costs ``retime_cost`` more."""
+    return WINDOW_LOAD_S_PER_OP * inst.num_ops + seconds + COMPACT_S_PER_OP * inst.num_ops
 
 
 def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]], *, bound: float,
-                 seconds: float, deadline: float) -> WindowResult:
+                 seconds: float, deadline: float, exact: bool = True) -> WindowResult:
     """CP-SAT on the model with ``inc``'s order fixed outside ``runs``, from ``inc``, for ``seconds``
     nominal idle seconds of search (:data:`~pipesched.solver.budget.limit.WINDOW_DTIME_PER_SECOND` units
     each) on one worker;
-    the wall clock stops it at ``deadline`` at the latest."""
+    the wall clock stops it at ``deadline`` at the latest. An improved answer is re-timed optimally when
+    ``exact``, else by :func:`~pipesched.solver.timing.retime.compact` (when the budget has no room left
+    for the optimal re-timing)."""
     sc = Scaling.of(inst)
     upper = sc.up(inc.objective) + 1
     cm = build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, inc.objective),
@@ -122,7 +125,7 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
     add_window(cm, inc.order, runs)
     overshoot = PRECEDENCES_OVERSHOOT_S if cm.precedences_only else CPSAT_OVERSHOOT_S
     wall = deadline - time.perf_counter() - overshoot - retime_cost(inst)
-    built = BUILD_S_PER_OP * inst.num_ops
+    built = WINDOW_LOAD_S_PER_OP * inst.num_ops
     if wall <= 0.05:
         note_wall_cut("CP-SAT windows (not started)")
         return WindowResult(inc, False, built)
@@ -137,9 +140,9 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
         note_wall_cut("CP-SAT windows")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value >= sc.up(inc.objective):
         return WindowResult(inc, complete, used)  # nothing below the incumbent's own value in model units
-    used += retime_cost(inst)
+    used += retime_cost(inst) if exact else COMPACT_S_PER_OP * inst.num_ops
     try:
-        cand = retime(inst, solved_order(cm, solver))
+        cand = retime(inst, solved_order(cm, solver)) if exact else Incumbent.of(inst, solved_order(cm, solver))
     except DeadlockError:
         return WindowResult(inc, complete, used)
     better = cand.objective < inc.objective - slack(inc.objective)
