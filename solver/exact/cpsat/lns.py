@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from ...budget import (
-    COMPACT_S_PER_OP,
     CPSAT_OVERSHOOT_S,
     PRECEDENCES_OVERSHOOT_S,
     note_wall_cut,
@@ -103,20 +102,19 @@ class WindowResult:
 
 
 def window_cost(inst: Instance, seconds: float) -> float:
-    """Most idle seconds one window of ``seconds`` nominal search is counted when its answer is timed by
-    :func:`~pipesched.solver.timing.retime.compact`: setting it up (building the model, CP-SAT's load),
-    its search and that timing. The optimal re-timing instead (``exact``) costs ``retime_cost`` more."""
-    return WINDOW_LOAD_S_PER_OP * inst.num_ops + seconds + COMPACT_S_PER_OP * inst.num_ops
+    """Most idle seconds one window of ``seconds`` nominal search is counted before its answer: setting it
+    up (building the model, CP-SAT's load) and its search. Re-timing an answer that improved is counted
+    on top (``retime_cost``)."""
+    return WINDOW_LOAD_S_PER_OP * inst.num_ops + seconds
 
 
 def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]], *, bound: float,
-                 seconds: float, deadline: float, exact: bool = True) -> WindowResult:
+                 seconds: float, deadline: float) -> WindowResult:
     """CP-SAT on the model with ``inc``'s order fixed outside ``runs``, from ``inc``, for ``seconds``
     nominal idle seconds of search (:data:`~pipesched.solver.budget.limit.WINDOW_DTIME_PER_SECOND` units
     each) on one worker;
-    the wall clock stops it at ``deadline`` at the latest. An improved answer is re-timed optimally when
-    ``exact``, else by :func:`~pipesched.solver.timing.retime.compact` (when the budget has no room left
-    for the optimal re-timing)."""
+    the wall clock stops it at ``deadline`` at the latest, keeping back the re-timing of an improved
+    answer."""
     sc = Scaling.of(inst)
     upper = sc.up(inc.objective) + 1
     cm = build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, inc.objective),
@@ -140,9 +138,9 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
         note_wall_cut("CP-SAT windows")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value >= sc.up(inc.objective):
         return WindowResult(inc, complete, used)  # nothing below the incumbent's own value in model units
-    used += retime_cost(inst) if exact else COMPACT_S_PER_OP * inst.num_ops
+    used += retime_cost(inst)
     try:
-        cand = retime(inst, solved_order(cm, solver)) if exact else Incumbent.of(inst, solved_order(cm, solver))
+        cand = retime(inst, solved_order(cm, solver))
     except DeadlockError:
         return WindowResult(inc, complete, used)
     better = cand.objective < inc.objective - slack(inc.objective)
