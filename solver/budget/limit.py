@@ -28,20 +28,21 @@ IDLE_DTIME_PER_SECOND = 1.0
 #: of precedence-only models (memory caps as exact chains; no LP),
 #: measured like :data:`IDLE_DTIME_PER_SECOND` (``python benchmarks/limit_use.py --rates``),
 IDLE_PRECEDENCES_DTIME_PER_SECOND = 0.15
-#: and of models with a memory cumulative or reservoir, measured the same way
+#: and of models with a memory cumulative or reservoir, measured the same way: 0.46 over the full-model
+#: searches of six tuning cases at 10 s and 60 s, two workers with the LP, 0.59 at 2 s and 10 s
 #: (``python benchmarks/limit_use.py --rates``).
-IDLE_RESOURCE_DTIME_PER_SECOND = 0.6
+IDLE_RESOURCE_DTIME_PER_SECOND = 0.45
 
 #: The same for a window's search (one thread, no linear relaxation): a window of ``s`` nominal seconds
 #: gets ``s`` times this many units and is counted its units over it. Measured per CPU second on the
-#: windows' solves by ``python benchmarks/limit_use.py --rates`` (rows "no LP, 1 worker"): 0.14 on a
-#: 768-op stage-span model with a memory cumulative, about 1.0 on a 384-op makespan one; a value between,
-#: so the counted seconds are within a factor of 2.5 of the CPU either way.
+#: windows' solves by ``python benchmarks/limit_use.py --rates`` (rows "no LP, 1 worker"): 0.39 over 304
+#: windows of six tuning cases at 10 s and 60 s; single windows range from 0.14 (a 768-op stage-span
+#: model with a memory cumulative) to about 1.0 (a 384-op makespan one).
 WINDOW_DTIME_PER_SECOND = 0.4
 #: CPU seconds per op of setting up one window: building the full model in Python and CP-SAT's load before
 #: its deterministic clock starts, counted for every window. Measured on windows CP-SAT closed at once
-#: (under 0.01 units): 0.14 s at 384 ops, 0.5 s at 768, 0.6 s at 1536 (4e-4 to 6.5e-4 per op):
-#: ``python benchmarks/limit_use.py --rates`` prints it (row "window set-up per op").
+#: (under 0.01 units): median 3.8e-4, at most 9.1e-4 CPU s per op over 65 such windows
+#: (``python benchmarks/limit_use.py --rates``, line "window set-up per op").
 WINDOW_LOAD_S_PER_OP = 5e-4
 
 #: Ops one window frees in all (spread over its devices: 2 or 4), before a pass without improvement
