@@ -33,17 +33,20 @@ IDLE_PRECEDENCES_DTIME_PER_SECOND = 0.15
 #: (``python benchmarks/limit_use.py --rates``).
 IDLE_RESOURCE_DTIME_PER_SECOND = 0.45
 
-#: The same for a window's search (one thread, no linear relaxation): a window of ``s`` nominal seconds
-#: gets ``s`` times this many units and is counted its units over it. Measured per CPU second on the
-#: windows' solves by ``python benchmarks/limit_use.py --rates`` (rows "no LP, 1 worker"): 0.39 over 304
-#: windows of six tuning cases at 10 s and 60 s; single windows range from 0.14 (a 768-op stage-span
-#: model with a memory cumulative) to about 1.0 (a 384-op makespan one).
-WINDOW_DTIME_PER_SECOND = 0.4
+#: The same for a search on one worker without the linear relaxation (every window, and the full search
+#: when its plan is below the root set-up cost): a window of ``s`` nominal seconds gets ``s`` times this
+#: many units and is counted its units over it, its set-up apart (below). Measured by ``python
+#: benchmarks/limit_use.py --rates`` (rows "no LP, 1 worker"): 47.6 units in 120.8 CPU s over 304 windows
+#: of six tuning cases, about half of it their set-up, so about 0.8 per CPU second of search; single
+#: solves range from 0.14 (a 768-op stage-span model with a memory cumulative) to 1.07 (the full search
+#: of a 1536-op makespan one).
+WINDOW_DTIME_PER_SECOND = 0.75
 #: CPU seconds per op of setting up one window: building the full model in Python and CP-SAT's load before
 #: its deterministic clock starts, counted for every window. Measured on windows CP-SAT closed at once
-#: (under 0.01 units): median 3.8e-4, at most 9.1e-4 CPU s per op over 65 such windows
-#: (``python benchmarks/limit_use.py --rates``, line "window set-up per op").
-WINDOW_LOAD_S_PER_OP = 5e-4
+#: (under 0.01 units): median 3.8e-4, at most 9.1e-4 CPU s per op over 65 such windows under load
+#: (``python benchmarks/limit_use.py --rates``, line "window set-up per op"); about 2.5e-4 on an
+#: unloaded 1536-op makespan case. Policy: below the median, so the count does not run ahead of the CPU.
+WINDOW_LOAD_S_PER_OP = 3e-4
 
 #: Ops one window frees in all (spread over its devices: 2 or 4), before a pass without improvement
 #: grows it by :data:`LNS_GROWTH`. Policy: small enough that CP-SAT searches a window to its end in a
