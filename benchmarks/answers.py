@@ -3,8 +3,8 @@
 A refactor of the portfolio, the budget or the list schedulers must not change an answer. Timing ``auto``
 cannot show it on a shared machine (a wall-clock net that fires under load changes the answer for
 reasons of its own), so this runs the solver with its clock frozen and its three exact searches
-replaced by recorders (CP-SAT on the full model and on F&B pairs, the relaxation bound, the small
-problems' ILP): what
+replaced by recorders (CP-SAT on the full model, on windows of the incumbent and on F&B pairs, the
+relaxation bound, the small problems' ILP): what
 is compared is every heuristic's objective, ``auto``'s candidates and its final answer, and the
 budget each exact search would have been given (its nominal seconds and deterministic time). Those are
 a function of the problem and the limit alone.
@@ -93,7 +93,7 @@ def _hint_back(problem: Problem, options: SolveOptions) -> Any:
 def _install(trace: list[Any]) -> None:
     """Freeze the clock in every solver module and put recorders in place of the exact searches."""
     methods()  # load every method module first
-    from pipesched.solver.exact.cpsat import overlap_run, relaxations, run
+    from pipesched.solver.exact.cpsat import lns, overlap_run, relaxations, run
     from pipesched.solver.portfolio import small
 
     def recorder(name: str, answer: Callable[..., Any]) -> Callable[..., Any]:
@@ -105,11 +105,15 @@ def _install(trace: list[Any]) -> None:
     def no_search(inst: Any, inc: Any, *args: Any, known_bound: float | None = None, **kwargs: Any) -> Any:
         return run.CpsatResult(inc, False, known_bound)
 
+    def no_window(inst: Any, inc: Any, runs: Any, *, seconds: float, **kwargs: Any) -> Any:
+        return lns.WindowResult(inc, False, seconds)  # counted as a window that ran out of search
+
     stubs = {
         run.solve_model: recorder("cpsat search", no_search),
         relaxations.relaxation_bound: recorder("relaxation bound", lambda *a, **k: 0.0),
         small.ilp_first: recorder("ilp first", lambda problem, inst, inc, seconds: (inc, False, None)),
         overlap_run.solve_paired: recorder("paired cpsat", lambda problem, options: _hint_back(problem, options)),
+        lns.solve_window: recorder("cpsat window", no_window),
     }
     frozen = _FrozenTime()
     for name, module in list(sys.modules.items()):

@@ -73,6 +73,8 @@ def summary(schedule: Schedule) -> str:
         lines.append(f"peak memory per device{in_memory}: " + " ".join(_num(x) for x in s.peak_memory))
         if (warning := s.problem.memory_warning(s.peak_memory)) is not None:
             lines.append(f"warning: {warning}")
+        if s.reason:  # e.g. the windows were exhausted before the limit, or the wall clock cut a phase
+            lines.append(f"note: {s.reason}")
     lines.append(f"solve time {s.solve_time_s:.3f} s")
     return "\n".join(lines)
 

@@ -22,12 +22,19 @@ from typing import TypeVar
 class Budget:
     """The nominal ``limit`` (seconds), what was charged against it (``spent``), the share of the
     searches' deterministic time the phases before them left (``search_share``), and the wall-clock
-    ``deadline`` that is only a net."""
+    ``deadline`` that is only a net. ``unplanned``: idle-machine seconds recorded by phases that plan with a
+    share or with what is left without charging it (re-timing, local search, the full search), after
+    they ran; :func:`pipesched.solver.budget.limit.idle_seconds` reads it with ``spent``."""
 
     limit: float
     deadline: float = math.inf
     spent: float = 0.0
     search_share: float = 1.0
+    unplanned: float = 0.0
+
+    def record(self, seconds: float) -> None:
+        """An uncharged phase's idle-machine seconds (no later phase plans with them)."""
+        self.unplanned += seconds
 
     @property
     def rest(self) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..budget import RETIMED_ORDERS, Budget, retime_cost
+from ..budget import RETIMED_ORDERS, SHARED_SLOWDOWN, Budget, retime_cost
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.problem import Problem
@@ -41,6 +41,7 @@ class Search:
     incumbent: Incumbent | None = None
     proven: bool = False
     closed: bool = False  # a heuristic met the bound: the heuristics that would follow are skipped
+    notes: list[str] = field(default_factory=list)  # what the answer's summary should say (a phase's own words)
 
     @property
     def limit(self) -> float:
@@ -124,4 +125,5 @@ class RetimePhase:
                 timed.append(retime(s.inst, inc.order))
             except DeadlockError:
                 timed.append(inc)
+        s.budget.record(len(timed) * cost / SHARED_SLOWDOWN)
         s.settle(min(timed + cands, key=lambda c: c.objective))

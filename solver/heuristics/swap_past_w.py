@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..budget import note_wall_cut, retime_cost, trials_for
+from ..budget import SHARED_SLOWDOWN, note_wall_cut, retime_cost, trials_for
 from ..core.instance import Instance, OpId
 from ..core.metrics import objective_value
 from ..core.schedule import Order
@@ -180,3 +180,4 @@ class PolishPhase:
         assert s.incumbent is not None
         stop = s.budget.deadline if self.stop_share is None else s.t0 + self.stop_share * s.limit
         s.settle(polished(s.inst, s.incumbent, self.allowance(s), stop))
+        s.budget.record(self.allowance(s) / SHARED_SLOWDOWN)  # sized for its allowance (it may end sooner)

@@ -10,7 +10,10 @@
 4. a share of the budget proves a stronger bound on single-device relaxations when the gap is still open
    and the problem is not small (:class:`~pipesched.solver.exact.cpsat.phases.RelaxationPhase`);
 5. CP-SAT on the full model from the incumbent with the rest (small problems without a memory cumulative:
-   one sequential worker first).
+   one sequential worker first);
+6. while the gap is open, CP-SAT on windows of the incumbent until the counted budget reaches the whole
+   limit (:mod:`.lns`, which says how a limit is used: steps 1-5 are budgeted as at
+   ``min(limit, CANONICAL_LIMIT_S)``, so a larger limit never returns a worse answer).
 Status is ``optimal`` only when a bound proves it. Every phase is sized from the *nominal* budget
 ``options.time_limit_s`` (:class:`~pipesched.solver.budget.Budget`) with measured per-op costs, never from
 the clock, so the same problem gives the same schedule unless the wall-clock net cut a phase short (a
@@ -28,6 +31,7 @@ import time
 from ..bounds.analytic import lower_bound as analytic_lower_bound
 from ..bounds.combinatorial import combinatorial_bound
 from ..budget import (
+    FULL_MODEL_OPS,
     POLISH_SHARE,
     RETIME_SHARE,
     Budget,
@@ -37,17 +41,19 @@ from ..budget import (
     setup_cost,
     slowdown,
 )
+from ..budget.limit import CANONICAL_LIMIT_S, idle_seconds
 from ..core.instance import Instance
 from ..core.method import Method, SolveOptions
 from ..core.problem import Problem
 from ..core.schedule import Schedule
 from ..exact.cpsat.phases import FullSearchPhase, RelaxationPhase, SequentialSearchPhase
-from ..exact.cpsat.run import finish
+from ..exact.cpsat.run import cut_note, finish
 from ..heuristics.search import Phase, RetimePhase, Search, run_phases
 from ..heuristics.swap_past_w import PolishPhase
 from ..heuristics.warm_start import first_schedule
 from ..timing.finalize import infeasible, no_schedule
 from .candidates import HeuristicsPhase
+from .lns import WindowsPhase
 from .paired import best_paired
 from .small import IlpFirstPhase
 
@@ -56,6 +62,8 @@ AFTER_HEURISTICS: tuple[Phase, ...] = (
     RetimePhase(RETIME_SHARE), PolishPhase(POLISH_SHARE), IlpFirstPhase(), RelaxationPhase(),
     SequentialSearchPhase(), FullSearchPhase(),
 )
+#: With the whole limit, from the answer of the phases before (budgeted at :func:`canonical_limit`).
+FINAL: tuple[Phase, ...] = (WindowsPhase(),)
 
 
 @records_wall_cuts
@@ -73,15 +81,26 @@ def solve_auto(problem: Problem, options: SolveOptions) -> Schedule:
     bound = combinatorial_bound(inst)
     took = time.perf_counter() - tb  # finalize computes it again, as slowly as the machine now runs:
     deadline = t0 + limit - took - finish_margin(inst, slowdown(took, time.process_time() - cb))  # wall nets only
-    s = Search(problem, inst, options, Budget(limit, deadline), bound, t0=t0,
-               stop=min(t0 + heuristic_share(inst) * limit, deadline))  # no grid order past the deadline
+    core = canonical_limit(inst, limit)
+    s = Search(problem, inst, options, Budget(core, deadline), bound, t0=t0,
+               stop=min(t0 + heuristic_share(inst) * core, deadline))  # no grid order past the deadline
     HeuristicsPhase().run(s)
     if not s.found:
         return no_schedule(problem, "auto", "timeout", "no heuristic found an order within memory.limit",
                            lower_bound=analytic_lower_bound(inst), solve_time_s=time.perf_counter() - t0)
     run_phases(AFTER_HEURISTICS, s)
+    s.budget = Budget(limit, deadline, spent=idle_seconds(s.budget))  # the windows fill the whole limit
+    run_phases(FINAL, s)
     assert s.incumbent is not None
-    return finish(problem, "auto", inst, s.incumbent, s.proven, s.bound, t0)
+    notes = [*s.notes, *filter(None, [cut_note()])]
+    return finish(problem, "auto", inst, s.incumbent, s.proven, s.bound, t0, note="; ".join(notes) or None)
+
+
+def canonical_limit(inst: Instance, limit: float) -> float:
+    """The limit the phases before the windows are budgeted at: ``min(limit, CANONICAL_LIMIT_S)`` where
+    the windows apply, so every larger limit starts them from the same answer (:mod:`.lns`); above
+    ``FULL_MODEL_OPS`` ops, where no CP-SAT model runs, the limit itself (the grid grows with it)."""
+    return limit if inst.num_ops > FULL_MODEL_OPS else min(limit, CANONICAL_LIMIT_S)
 
 
 AUTO = Method("auto", "Portfolio: every heuristic, the best as CP-SAT's hint, stronger bounds; best valid schedule "

@@ -118,4 +118,5 @@ class FullSearchPhase:
         res = solve_model(s.inst, s.incumbent, budget.wall_left(), s.options.workers,
                           known_bound=s.bound if self.known_bound else None, deadline=budget.deadline,
                           nominal=planned, dtime=s.limit * DTIME_PER_SECOND * SEARCH_DTIME_SHARE * budget.search_share)
+        budget.record(res.counted)
         s.settle(res.incumbent, res.proven_optimal, res.bound or 0.0)

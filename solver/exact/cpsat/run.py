@@ -32,6 +32,12 @@ from ...budget import (
     retime_cost,
     wall_cuts,
 )
+from ...budget.limit import (
+    IDLE_DTIME_PER_SECOND,
+    IDLE_PRECEDENCES_DTIME_PER_SECOND,
+    IDLE_RESOURCE_DTIME_PER_SECOND,
+    WINDOW_DTIME_PER_SECOND,
+)
 from ...core.errors import InvalidScheduleError
 from ...core.instance import Instance, OpId
 from ...core.ops import dependency_rank
@@ -57,6 +63,9 @@ class CpsatResult:
     incumbent: Incumbent
     proven_optimal: bool
     bound: float | None  # valid lower bound in caller units, when the model can prove one
+    #: What the run is counted (:func:`counted_seconds`): nominal idle-machine wall seconds, from the
+    #: deterministic time it used, so the count repeats (0 for a run that did not start).
+    counted: float = 0.0
 
 
 def add_search_order(cm: CpsatModel) -> None:
@@ -235,7 +244,22 @@ def solve_model(
             f"the lower bound {lb!r} given to CP-SAT as its Z >= cut is above the objective "
             f"{res.incumbent.objective!r} of a schedule the search found: that bound is wrong")
     bound = min(max(res.bound or 0.0, lb), res.incumbent.objective)
-    return CpsatResult(res.incumbent, res.proven_optimal, bound)
+    return CpsatResult(res.incumbent, res.proven_optimal, bound, counted_seconds(
+        inst, cm, solver.deterministic_time, solver.parameters.num_workers, solver.parameters.linearization_level > 0))
+
+
+def counted_seconds(inst: Instance, cm: CpsatModel, dtime: float, workers: int, lp: bool = True) -> float:
+    """Idle-machine wall seconds a run on ``workers`` threads that used ``dtime`` deterministic units is
+    counted: building the model, re-timing the answer, and the search (CP-SAT's load included) at the
+    idle rate per CPU second of its kind of model (:mod:`pipesched.solver.budget.limit`) times its
+    threads. What ``auto``'s final phase reads to fill its limit (:mod:`pipesched.solver.portfolio.lns`)."""
+    if cm.precedences_only:
+        rate = IDLE_PRECEDENCES_DTIME_PER_SECOND
+    elif not lp:  # one worker without the linear relaxation: the windows' rate
+        rate = WINDOW_DTIME_PER_SECOND
+    else:
+        rate = IDLE_RESOURCE_DTIME_PER_SECOND if needs_memory_resource(inst, cm.sc) else IDLE_DTIME_PER_SECOND
+    return BUILD_S_PER_OP * inst.num_ops + retime_cost(inst) + dtime / (rate * max(1, workers))
 
 
 def stopped_by_wall(solver: cp_model.CpSolver, status: int) -> bool:

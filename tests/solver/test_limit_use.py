@@ -1,0 +1,146 @@
+"""``auto`` uses its limit (the windows fill it) and a larger limit never returns a worse answer.
+
+Counted, never timed: as ``benchmarks/answers.py`` does, the solver's clock is frozen (no wall-clock net
+fires) and its exact searches are stand-ins that return their warm start and say what they would be
+counted (a search that ran to its deterministic limit). What is checked is the accounting: the counted
+seconds ``auto`` used, the windows it ran and the answers it returned, all functions of the problem and
+the limit alone.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pipesched.solver import Problem, SolveOptions, methods, solve
+from pipesched.solver.budget import finish_margin, retime_cost
+from pipesched.solver.budget.limit import CANONICAL_LIMIT_S
+from pipesched.solver.core.instance import Instance
+from pipesched.solver.exact.cpsat import lns as cpsat_lns
+from pipesched.solver.exact.cpsat import relaxations, run
+from pipesched.solver.heuristics.search import Search
+from pipesched.solver.portfolio import lns, small
+
+
+class _Frozen(types.ModuleType):
+    """``time`` as the solver sees it here: the clock never moves."""
+
+    def __init__(self) -> None:
+        super().__init__("time")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def perf_counter() -> float:
+        return 0.0
+
+    @staticmethod
+    def process_time() -> float:
+        return 0.0
+
+
+def _paper_like(p: int, m: int, v: int, placement: str, objective: str, cap: float) -> Problem:
+    """A small problem shaped like the tuning set's (benchmarks/cases.py: 14.6B's Table 6 profile)."""
+    f, b, w, h, a = 11.347, 11.248, 8.132, 5120, 40
+    mb, mw = (34 * h + 5 * a * 1024) / v, 32 * h / v
+    jitter = [1.0 + 0.01 * ((3 * k) % 5 - 2) for k in range(p * v)]
+    return Problem(devices=p, microbatches=m, stages_per_device=v, placement=placement, objective=objective,
+                   costs={"forward": [f / v * j for j in jitter], "backward_input": [b / v * j for j in jitter],
+                          "backward_weight": [w / v for _ in jitter], "comm": 0.377},
+                   memory={"forward": mb, "backward_input": mw - mb, "backward_weight": -mw,
+                           "limit": round(cap * p * mb * v, 1)})
+
+
+CASES = {
+    "loop p4 m8 span 1.2p": _paper_like(4, 8, 1, "loop", "stage_span", 1.2),
+    "loop2 p4 m8 span 1.2p": _paper_like(4, 8, 2, "loop", "stage_span", 1.2),
+    "v p4 m8 span 1.5p": _paper_like(4, 8, 2, "v", "stage_span", 1.5),
+}
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Freeze the clock, put stand-ins in place of the exact searches, and record what the final phase
+    saw: the counted seconds at its end and every window it ran (``complete``: what the stand-in window
+    says of its search)."""
+    methods()
+    seen: dict[str, Any] = {"windows": [], "counted": None, "complete": False}
+
+    def search(inst: Instance, inc: Any, *args: Any, known_bound: float | None = None,
+               nominal: float | None = None, **kwargs: Any) -> run.CpsatResult:  # used half its plan
+        return run.CpsatResult(inc, False, known_bound, counted=(nominal or 0.0) / 2)
+
+    def window(inst: Instance, inc: Any, runs: dict[int, tuple[int, int]], *, seconds: float,
+               **kwargs: Any) -> cpsat_lns.WindowResult:
+        seen["windows"].append(sorted(runs.items()))
+        return cpsat_lns.WindowResult(inc, seen["complete"], seconds)
+
+    stubs: dict[Callable[..., Any], Callable[..., Any]] = {
+        run.solve_model: search, cpsat_lns.solve_window: window,
+        relaxations.relaxation_bound: lambda *a, **k: 0.0,
+        small.ilp_first: lambda problem, inst, inc, seconds: (inc, False, None),
+    }
+    frozen = _Frozen()
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("pipesched.solver") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is time:
+                monkeypatch.setattr(module, attr, frozen)
+            elif callable(value) and value in stubs:
+                monkeypatch.setattr(module, attr, stubs[value])
+    final = lns.WindowsPhase.run
+
+    def record(self: lns.WindowsPhase, s: Search) -> None:
+        final(self, s)
+        seen["counted"] = s.budget.spent
+
+    monkeypatch.setattr(lns.WindowsPhase, "run", record)
+    yield seen
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("limit", [2.0, 10.0])
+def test_an_unproven_answer_counts_at_least_three_quarters_of_its_limit(counted: dict[str, Any], name: str,
+                                                                        limit: float) -> None:
+    got = solve(CASES[name], "auto", SolveOptions(time_limit_s=limit))
+    assert got.status == "feasible" and counted["windows"], "the case must leave the gap open for the windows"
+    assert counted["counted"] >= 0.75 * limit
+    inst = Instance.from_problem(CASES[name])  # and never past it: one window short at most
+    last = cpsat_lns.window_cost(inst, lns.LNS_MAX_SEARCH * lns.window_seconds(limit))
+    assert limit - finish_margin(inst) - last < counted["counted"] <= limit - finish_margin(inst) + retime_cost(inst)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_larger_limit_never_returns_a_worse_answer(counted: dict[str, Any], name: str) -> None:
+    values = []
+    for limit in (2.0, 5.0, 10.0):
+        counted["windows"].clear()
+        got = solve(CASES[name], "auto", SolveOptions(time_limit_s=limit))
+        values.append(got.objective_value)
+    assert all(b <= a for a, b in zip(values, values[1:], strict=False)), values
+
+
+def test_above_the_canonical_limit_the_windows_extend_a_prefix(counted: dict[str, Any]) -> None:
+    """Structural: every limit from the canonical one up runs the same phases before the windows and
+    the same windows in the same order, the larger limit more of them."""
+    runs = {}
+    for limit in (CANONICAL_LIMIT_S, 2 * CANONICAL_LIMIT_S):
+        counted["windows"].clear()
+        solve(CASES["v p4 m8 span 1.5p"], "auto", SolveOptions(time_limit_s=limit))
+        runs[limit] = list(counted["windows"])
+    short, long = runs[CANONICAL_LIMIT_S], runs[2 * CANONICAL_LIMIT_S]
+    assert short and len(long) > len(short) and long[:len(short)] == short
+
+
+def test_exhausted_windows_stop_early_and_say_so(counted: dict[str, Any]) -> None:
+    counted["complete"] = True  # every window searched to its end, none improving
+    got = solve(CASES["loop p4 m8 span 1.2p"], "auto", SolveOptions(time_limit_s=60.0))
+    assert got.status == "feasible" and counted["counted"] < 0.75 * 60.0
+    assert got.reason is not None and "exhausted" in got.reason
