@@ -312,6 +312,15 @@ def setup_cost(inst: Instance) -> float:
 
 # --- auto's recipes and small problems (:mod:`pipesched.solver.portfolio.candidates`, ``.small``) ---
 
+#: The zero-bubble authors' constructions (:mod:`pipesched.solver.heuristics.zb_auto`, ``.zbv_greedy``):
+#: wall seconds per op of ``zb_auto_candidates`` (16 constructions, screening, two compactions; measured
+#: 1.1-1.2e-4 at 2.3k-12k ops, load 4-6) and of ``zbv_candidates`` (8 chains of runs; 1.9-2.5e-4 at
+#: 4.6k-25k ops), rounded up; ``ZBV_LARGE_S_PER_OP`` is the reduced set ``auto`` runs above ``FULL_MODEL_OPS``
+#: (the median-cost view with ``fill_f`` on, whose chains built the best order on every V tuning case above
+#: 4000 ops). Re-measured by ``python benchmarks/phase_costs.py``.
+ZB_AUTO_S_PER_OP = 1.5e-4
+ZBV_S_PER_OP = 3e-4
+ZBV_LARGE_S_PER_OP = 1e-4
 #: Measured wall seconds per op of one fixed recipe (build the order, simulate, validate): 0.056-0.13 s
 #: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
 #: rounded up for a busier machine (the greedy scheduler measured 1.1e-4 to 1.7e-4: ``RECIPE_S_PER_OP``).

@@ -32,6 +32,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..budget import ZB_AUTO_S_PER_OP
 from ..core.instance import Instance, OpId
 from ..core.method import Method
 from ..core.problem import Problem
@@ -45,9 +46,6 @@ from ..timing.simulate import DeadlockError, simulate
 #: Policy, chosen on the tuning set: budgets of 1 and 2 Fs below the cap never gave a better order on its
 #: eight loop, v = 1 cases (nor on the paper's p = 8 cases), so only the cap runs; the knob stays for a re-check.
 BUDGETS: tuple[int, ...] = (0,)
-#: Measured wall seconds per op of :func:`zb_auto_candidates` (16 constructions, screening, two
-#: compactions): 1.1-1.2e-4 at 2.3k-12k ops with the load average at 4-6; rounded up.
-ZB_AUTO_S_PER_OP = 1.5e-4
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ would end past the method's deadline above ``FULL_MODEL_OPS`` (then the clock is
 ``auto`` is never worse than the authors' heuristics. It runs first, before the zero-bubble grid: placed
 after the grid, at a load average of 4-5 the grid's 6.4 s of wall on the 24.6k-op V case left it no room
 before the deadline, and above ``FULL_MODEL_OPS`` the V generator runs its reduced set
-(:data:`~.zbv_greedy.ZBV_LARGE_S_PER_OP`). When its best order meets the bound, the phases after it are
+(:data:`~pipesched.solver.budget.ZBV_LARGE_S_PER_OP`). When its best order meets the bound, the phases after it are
 skipped, as after the grid.
 """
 
@@ -17,10 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..budget import FULL_MODEL_OPS, RETIMED_ORDERS
+from ..budget import (
+    FULL_MODEL_OPS,
+    RETIMED_ORDERS,
+    ZB_AUTO_S_PER_OP,
+    ZBV_LARGE_S_PER_OP,
+    ZBV_S_PER_OP,
+)
 from .search import Search
-from .zb_auto import ZB_AUTO, ZB_AUTO_S_PER_OP, zb_auto_candidates
-from .zbv_greedy import ZBV_GENERATOR, ZBV_LARGE_S_PER_OP, ZBV_S_PER_OP, zbv_candidates
+from .zb_auto import ZB_AUTO, zb_auto_candidates
+from .zbv_greedy import ZBV_GENERATOR, zbv_candidates
 
 #: The methods whose orders this phase holds (the recipes phase skips them).
 NAMES = (ZB_AUTO.name, ZBV_GENERATOR.name)

@@ -24,7 +24,7 @@ own, and one per pass (:func:`median_view`: each device's mean over its two stag
 devices, as the authors' runtime hands the generator; with uneven per-stage costs a run can get stuck
 on a forward whose input is not placed yet, which the uniform view avoids). Every order is a
 candidate, timed by our simulator on the real costs, with each stage's deltas and each device's cap.
-``auto`` runs a reduced set above ``FULL_MODEL_OPS`` (:data:`ZBV_LARGE_S_PER_OP` says which and why).
+``auto`` runs a reduced set above ``FULL_MODEL_OPS`` (:data:`pipesched.solver.budget.ZBV_LARGE_S_PER_OP` says which and why).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import itertools
 import math
 from collections import deque
 
+from ..budget import ZBV_S_PER_OP
 from ..core.instance import Instance, OpId
 from ..core.method import Method
 from ..core.problem import Problem
@@ -46,14 +47,6 @@ from .zb_auto import best_orders
 #: Most runs of one chain (the bubble re-runs stop earlier in practice: a handful).
 MAX_RERUNS = 16
 KINDS = "FBW"
-#: Measured wall seconds per op of :func:`zbv_candidates` (8 chains of runs, screening, two compactions):
-#: 1.9-2.5e-4 at 4.6k-25k ops with the load average at 4-6; rounded up.
-ZBV_S_PER_OP = 3e-4
-#: The reduced set ``auto`` runs above ``FULL_MODEL_OPS`` (:func:`zbv_orders` with ``full=False``): the
-#: median-cost view with ``fill_f`` on, whose chains built the best order on every V case of the tuning
-#: set above 4000 ops (and ``fill_f`` on all eight): the full set's cost did not fit the wall clock left
-#: after the grid there. Measured as ZBV_S_PER_OP's; rounded up.
-ZBV_LARGE_S_PER_OP = 1e-4
 
 Key = tuple[int, int, int, int]  # (kind index 0/1/2, direction, device, microbatch)
 

@@ -15,6 +15,7 @@ Models", §4: full recomputation stores only each layer's input).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -25,6 +26,14 @@ def tidy(x: float) -> float:
     """``x`` to 12 significant digits: sums like 0.1 + 0.2 come out as 0.3, so the exact solvers'
     time scaling (the coarsest power of ten that makes every cost an integer) stays coarse."""
     return float(f"{x:.12g}") + 0.0
+
+
+def tidy_sum(xs: Iterable[float]) -> float:
+    """The exact sum of ``xs``, tidied; 0 where it is within rounding of 0 next to its terms: decimal
+    deltas such as 0.1 + 0.2 - 0.3 sum exactly to -5.6e-17 in binary, a magnitude the Problem refuses."""
+    terms = list(xs)
+    total = math.fsum(terms)
+    return 0.0 if abs(total) <= 1e-12 * max(map(abs, terms), default=0.0) else tidy(total)
 
 
 @dataclass(frozen=True)
@@ -71,16 +80,16 @@ def stage_sums(layers: list[ExpandedLayer], start: int, end: int, recompute: boo
     chosen = set(recompute_order(layers, start, end)[:count]) if recompute and count is not None else None
     rc = [x.recompute is not None and recompute and (chosen is None or start + k in chosen)
           for k, x in enumerate(part)]
-    f = tidy(math.fsum(x.forward for x in part))
-    b = tidy(math.fsum(x.backward_input + (x.forward if r else 0.0) for x, r in zip(part, rc, strict=True)))
-    w = tidy(math.fsum(x.backward_weight for x in part))
+    f = tidy_sum(x.forward for x in part)
+    b = tidy_sum(x.backward_input + (x.forward if r else 0.0) for x, r in zip(part, rc, strict=True))
+    w = tidy_sum(x.backward_weight for x in part)
     deltas = [x.recompute if r and x.recompute else (x.mem_forward, x.mem_backward_input, x.mem_backward_weight)
               for x, r in zip(part, rc, strict=True)]
-    df = tidy(math.fsum(d[0] for d in deltas))
-    db = tidy(math.fsum(d[1] for d in deltas))
+    df = tidy_sum(d[0] for d in deltas)
+    db = tidy_sum(d[1] for d in deltas)
     dw = -(df + db)  # exactly zero-sum in the order Problem checks it
-    static = tidy(math.fsum(x.static for x in part))
-    transient = tidy(math.fsum(x.mem_forward for x, r in zip(part, rc, strict=True) if r))
+    static = tidy_sum(x.static for x in part)
+    transient = tidy_sum(x.mem_forward for x, r in zip(part, rc, strict=True) if r)
     comm = None
     if any(x.comm is not None for x in part):  # a recomputed layer's B re-runs its F's collectives too
         comm = tidy(math.fsum(x.comm[0] * (2 if r else 1) + x.comm[1]
