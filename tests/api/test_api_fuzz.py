@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 #: Small caps keep every generated solve short: the fuzz is about the handlers, not the solver.
 FUZZ_ENV = {
     "PIPESCHED_SERVICE_MAX_OPS": "600", "PIPESCHED_SERVICE_MAX_DEVICES": "8", "PIPESCHED_MAX_TIME_LIMIT_S": "0.3",
-    "PIPESCHED_MAX_WAIT_S": "1", "PIPESCHED_KILL_GRACE_S": "5", "PIPESCHED_MAX_QUEUED_SOLVES": "4",
+    "PIPESCHED_MAX_WAIT_S": "0.3", "PIPESCHED_KILL_GRACE_S": "5", "PIPESCHED_MAX_QUEUED_SOLVES": "4",
 }
 
 

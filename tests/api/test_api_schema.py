@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
 
 ENV = {"PIPESCHED_SERVICE_MAX_OPS": "600", "PIPESCHED_SERVICE_MAX_DEVICES": "8", "PIPESCHED_MAX_TIME_LIMIT_S": "0.3",
-       "PIPESCHED_MAX_WAIT_S": "1", "PIPESCHED_KILL_GRACE_S": "5", "PIPESCHED_MAX_QUEUED_SOLVES": "4"}
+       "PIPESCHED_MAX_WAIT_S": "0.3", "PIPESCHED_KILL_GRACE_S": "5", "PIPESCHED_MAX_QUEUED_SOLVES": "4"}
 MAX_OPS = 600
 #: A layer's time and memory figures (what a stage sums).
 FIGURES = {"forward", "backward_input", "backward_weight", "static", "output"}
