@@ -176,7 +176,6 @@ RERUN_PENDING: dict[str, str] = {
     "plan_60s.md": "every split scheduled within one 60 s plan() per case",
     "scale_out.md": "PostgreSQL workers and a Ray cluster; needs both cores idle",
     "scale_out_hits.md": "cache hits while workers saturate both cores; needs an idle machine",
-    "step.md": "linked before its first run: sync-aware plans at 10 s per case (benchmarks/step.py)",
     "service_throughput.md": "a quick step, but wall-clock figures (requests per second): re-run on a quiet machine",
     "tune_zb_policies.md": "the zero-bubble grid's re-derivation (its tuning sets are being redrawn)",
     "unit_costs.md": "every memory limit, auto per limit",
