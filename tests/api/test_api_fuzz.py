@@ -29,7 +29,7 @@ schema = schemathesis.pytest.from_fixture("fuzz_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_generated_request_gets_a_server_error(case: schemathesis.Case) -> None:
     response = case.call(timeout=30)
     assert response.status_code < 500, f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
