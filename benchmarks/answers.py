@@ -46,7 +46,7 @@ SMALL = {
 }
 
 
-class _FrozenTime(types.ModuleType):
+class FrozenTime(types.ModuleType):
     """The ``time`` module as the solver sees it here: the clock never moves, so no wall-clock net fires."""
 
     def __init__(self) -> None:
@@ -115,15 +115,22 @@ def _install(trace: list[Any]) -> None:
         overlap_run.solve_paired: recorder("paired cpsat", lambda problem, options: _hint_back(problem, options)),
         lns.solve_window: recorder("cpsat window", no_window),
     }
-    frozen = _FrozenTime()
+    freeze_solver(stubs)
+
+
+def freeze_solver(stubs: dict[Callable[..., Any], Callable[..., Any]],
+                  set_attr: Callable[[Any, str, Any], None] = setattr) -> None:
+    """In every loaded ``pipesched.solver`` module: ``time`` is :class:`FrozenTime` and each callable of
+    ``stubs`` its stand-in (``set_attr``: a test passes ``monkeypatch.setattr`` so it is undone)."""
+    frozen = FrozenTime()
     for name, module in list(sys.modules.items()):
         if not name.startswith("pipesched.solver") or module is None:
             continue
         for attr, value in list(vars(module).items()):
             if value is time:
-                setattr(module, attr, frozen)
+                set_attr(module, attr, frozen)
             elif callable(value) and value in stubs:
-                setattr(module, attr, stubs[value])
+                set_attr(module, attr, stubs[value])
 
 
 def answers() -> dict[str, Any]:

@@ -10,12 +10,14 @@ the limit alone.
 from __future__ import annotations
 
 import sys
-import time
-import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from answers import freeze_solver  # noqa: E402
 
 from pipesched.solver import Problem, SolveOptions, methods, solve
 from pipesched.solver.budget import finish_margin, retime_cost
@@ -25,24 +27,6 @@ from pipesched.solver.exact.cpsat import lns as cpsat_lns
 from pipesched.solver.exact.cpsat import relaxations, run
 from pipesched.solver.heuristics.search import Search
 from pipesched.solver.portfolio import lns, small
-
-
-class _Frozen(types.ModuleType):
-    """``time`` as the solver sees it here: the clock never moves."""
-
-    def __init__(self) -> None:
-        super().__init__("time")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    @staticmethod
-    def perf_counter() -> float:
-        return 0.0
-
-    @staticmethod
-    def process_time() -> float:
-        return 0.0
 
 
 def _paper_like(p: int, m: int, v: int, placement: str, objective: str, cap: float) -> Problem:
@@ -86,15 +70,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         relaxations.relaxation_bound: lambda *a, **k: 0.0,
         small.ilp_first: lambda problem, inst, inc, seconds: (inc, False, None),
     }
-    frozen = _Frozen()
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("pipesched.solver") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if value is time:
-                monkeypatch.setattr(module, attr, frozen)
-            elif callable(value) and value in stubs:
-                monkeypatch.setattr(module, attr, stubs[value])
+    freeze_solver(stubs, monkeypatch.setattr)  # benchmarks/answers.py's frozen clock and stand-ins
     final = lns.WindowsPhase.run
 
     def record(self: lns.WindowsPhase, s: Search) -> None:
