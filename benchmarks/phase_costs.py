@@ -113,7 +113,7 @@ def measure(problem: Problem) -> dict[str, float]:
         used = 50 - trials.left
         if used:
             out["INTERLEAVED_TRIAL_S_PER_OP"] = (spent - out["INTERLEAVED_MEMORY_S_PER_OP"] * n * len(IL_POLICIES)) / (n * used)
-    if zb_auto_candidates(inst, keep=1) or inst.placement == "loop" and inst.stages_per_device == 1:
+    if inst.placement == "loop" and inst.stages_per_device == 1 and inst.split_backward:
         out["ZB_AUTO_S_PER_OP"] = cpu(lambda: zb_auto_candidates(inst, keep=1), 1) / n
     if inst.placement == "v" and inst.split_backward:
         out["ZBV_S_PER_OP"] = cpu(lambda: zbv_candidates(inst, keep=1), 1) / n
