@@ -97,15 +97,18 @@ def simulate(
     return _plain(inst, order, release, ends)
 
 
-def _walk(inst: Instance) -> tuple[int, int, int, _Graph, list[list[float | None]], list[int], list[float],
-                                   dict[OpId, float], dict[int, list[int]], list[int]]:
+_Walk = tuple[int, int, int, dict[str, int], tuple, tuple, list[list[float | None]], list[int], list[float],
+              dict[OpId, float], dict[int, list[int]], list[int]]
+
+
+def _walk(inst: Instance) -> _Walk:
     """The set-up of a walk over the devices' orders: stages, microbatches, ops per kind, the graph's
-    (codes, predecessors, durations), ends by kind and flat index (F, B, W), each device's position and
+    codes, predecessors and durations, ends by kind and flat index (F, B, W), each device's position and
     free time, the starts, the devices waiting on each op (kind * n + flat index) and the device stack."""
     S, m, p = inst.num_stages, inst.microbatches, inst.devices
     n = S * m
     g = _graph(inst)
-    return (S, m, n, g, [[None] * n, [None] * n, [None] * n], [0] * p, [0.0] * p, {}, {},
+    return (S, m, n, g.codes, g.pred, g.dur, [[None] * n, [None] * n, [None] * n], [0] * p, [0.0] * p, {}, {},
             list(range(p - 1, -1, -1)))
 
 
@@ -120,8 +123,7 @@ def _plain(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpI
            out_ends: dict[OpId, float] | None) -> dict[OpId, float]:
     """:func:`simulate` without pairs or sharing: the hot loop of every heuristic and re-timing, kept
     free of their checks (one dict lookup per op more made it 60% slower at 98k ops)."""
-    S, m, n, g, ends, pos, free, start, waiting, stack = _walk(inst)
-    codes, pred, dur = g.codes, g.pred, g.dur
+    S, m, n, codes, pred, dur, ends, pos, free, start, waiting, stack = _walk(inst)
     while stack:
         d = stack.pop()
         ops = order[d]
@@ -168,8 +170,7 @@ def _plain(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpI
 def _paired(inst: Instance, order: Sequence[Sequence[OpId]], release: Mapping[OpId, float] | None,
             pairs: Mapping[OpId, OpId], ends: dict[OpId, float] | None) -> dict[OpId, float]:
     """:func:`simulate` with F&B pairs: a pair is one op of its device, both halves' inputs awaited."""
-    S, m, n, g, finish, pos, free, start, waiting, stack = _walk(inst)
-    codes, pred, dur = g.codes, g.pred, g.dur
+    S, m, n, codes, pred, dur, finish, pos, free, start, waiting, stack = _walk(inst)
     while stack:
         d = stack.pop()
         ops = order[d]
