@@ -160,7 +160,6 @@ RERUN_PENDING: dict[str, str] = {
     "runtime.md": "replays timed against torch's runtime: needs an idle machine",
     "v_placement.md": "36 V cases at 10 s: stale after the solver refactors (same answers by benchmarks/answers.py)",
     "v_placement_60s.md": "12 V cases at 60 s, as v_placement.md",
-    "batch_stop.md": "service and batch processes, signals",
     "cpsat_dtime_zb.md": "made before results files named their commit; CP-SAT at 60 s on the paper cases",
     "dualpipe.md": "DualPipe recipes and auto at equal memory",
     "dualpipe_exact.md": "cpsat and auto by size, up to their limits",
