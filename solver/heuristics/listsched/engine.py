@@ -76,6 +76,47 @@ def run(devices: int, free: list[float], choose: Choose, commit: Commit, keep: b
     return done
 
 
+Look = Callable[[int, float], tuple[float, Any]]
+Start = Callable[[int, float, Any], Iterable[tuple[int, float]]]
+
+
+def run_planned(devices: int, look: Look, start: Start, wakes: Iterable[tuple[int, float]]) -> int:
+    """The engine with planned wake times; the number of ops started.
+
+    Each device keeps one planned time at which it next looks for work, and events only ever bring it
+    forward: a policy whose choice at a wake depends on what has arrived by then (not by the time it
+    was planned) needs this, because re-deciding at every neighbour's commit, as :func:`run` does, sees
+    arrivals earlier. ``look(d, t)``: (start, op), or (when to look again, None), inf for never;
+    ``start(d, at, op)``: record it, and the (device, time) wakes it plans (its own device's next look
+    among them). ``wakes``: the first looks."""
+    inf = math.inf
+    planned = [inf] * devices
+    heap: list[tuple[float, int]] = []
+
+    def wake(d: int, when: float) -> None:
+        if when < planned[d]:
+            planned[d] = when
+            heapq.heappush(heap, (when, d))
+
+    for d, when in wakes:
+        wake(d, when)
+    done = 0
+    while heap:
+        t, d = heapq.heappop(heap)
+        if t != planned[d]:
+            continue  # brought forward since: stale
+        planned[d] = inf
+        at, op = look(d, t)
+        if op is None:
+            if at < inf:
+                wake(d, at)
+            continue
+        for e, when in start(d, at, op):
+            wake(e, when)
+        done += 1
+    return done
+
+
 class Progress:
     """Each stage's next F, B and W (microbatch order), when each F and B ended, each device's live
     memory (and, under a finite cap with ``bank``, the banker's bookkeeping), its F and B counts, the
