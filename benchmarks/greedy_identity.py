@@ -27,13 +27,11 @@ from cases import development, tuning  # noqa: E402
 
 def grid() -> Iterator[tuple[str, Problem]]:
     """Small problems across the features greedy handles (names say which)."""
-    layouts = [("loop", 1), ("loop", 2), ("loop", 4), ("v", 2), ("dual", 1)]
+    layouts = [("loop", 1), ("loop", 2), ("loop", 4), ("v", 2), ("dual", 2)]
     for (placement, v), p, m, split, comm, costs, limit, objective in itertools.product(
             layouts, (2, 4), (4, 9), (True, False), (0.0, 0.3), ("unit", "stage", "zero"),
             ("none", "tight", "mid", "hetero"), ("makespan", "stage_span")):
-        if placement == "dual" and (m % 2 or not split and comm):
-            continue
-        S = p * v if placement != "dual" else p
+        S = p if placement == "dual" else p * v  # dual: one cost per model stage, shared by both copies
         per = {"unit": (1.0, 1.0, 1.0), "stage": None, "zero": (1.0, 0.0, 1.0)}[costs]
         if per is None:
             fwd = [1.0 + 0.25 * (s % 3) for s in range(S)]
@@ -44,11 +42,8 @@ def grid() -> Iterator[tuple[str, Problem]]:
         cap = {"none": None, "tight": float(v if placement != "v" else 2), "mid": float(p * v) / 2 + 1,
                "hetero": [float(max(2 * v, p - d + v)) for d in range(p)]}[limit]
         kwargs = {"dual_split": m // 2} if placement == "dual" else {}
-        try:
-            problem = Problem(devices=p, microbatches=m, stages_per_device=v, placement=placement,
-                              split_backward=split, costs=cost, memory={"limit": cap}, objective=objective, **kwargs)
-        except ValueError:
-            continue
+        problem = Problem(devices=p, microbatches=m, stages_per_device=v, placement=placement,
+                          split_backward=split, costs=cost, memory={"limit": cap}, objective=objective, **kwargs)
         yield f"{placement}{v} p{p} m{m} split={split} comm={comm} {costs} {limit} {objective}", problem
 
 
