@@ -13,7 +13,8 @@ A device's pending decision is invalidated by a version number whenever an op on
 neighbour may change what it can start, so the heap never holds stale choices. With ``keep`` a
 decision is kept from the moment it is pushed until it runs (valid when every change a choice reads
 pushes the device again), so each op is decided once rather than twice: the zero-bubble grid's hot
-loop.
+loop. :func:`run_planned` is the other timing rule, planned wakes: a device decides only at the one
+time it planned to look, which events only bring forward (method ``greedy``, :mod:`.greedy_rules`).
 
 :class:`Progress` is the state most policies share (each stage's next F, B and W, when each F and B
 ended, live memory, the banker's bookkeeping, each device's waiting Ws) with the one commit step, and
