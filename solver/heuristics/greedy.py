@@ -39,8 +39,6 @@ device's in-flight microbatches per memory-increasing op.
 
 from __future__ import annotations
 
-import heapq
-import math
 import time
 
 from ..budget import RECIPE_S_PER_OP
@@ -52,7 +50,8 @@ from ..core.problem import Problem
 from ..core.schedule import Order, Schedule
 from ..timing.finalize import finalize, infeasible
 from ..timing.retime import compact
-from .listsched.memory import BankersMemory
+from .listsched.engine import run_planned
+from .listsched.greedy_rules import GreedyRun
 from .listsched.policies import GREEDY as GREEDY_SET
 from .listsched.policies import GreedyPolicy
 
@@ -101,161 +100,14 @@ def greedy_schedule(inst: Instance, *, policy: str = "default") -> tuple[Order, 
         rule = POLICIES[policy]
     except KeyError:
         raise NotApplicableError(f"unknown greedy policy {policy!r}; choose one of: {', '.join(POLICIES)}") from None
-    S, p = inst.num_stages, inst.devices
-    split = inst.split_backward
-    dev = inst.device_of_stage
-    dur = inst.duration
-    delta = inst.delta
-    link_next = [inst.link(s, s + 1) if s < S - 1 else 0.0 for s in range(S)]
-    first_of = [inst.copy_range(s)[0] for s in range(S)]  # a microbatch's chain: its copy (dual) or all
-    last_of = [inst.copy_range(s)[1] for s in range(S)]
-    capped = any(math.isfinite(x) for x in inst.limit)
-    mem = BankersMemory(inst) if capped else None
-
-    if rule.follow:
-        reference = _reference_order(inst, reference_recipe(inst, rule.follow))
-        position = {op: k for ops in reference for k, op in enumerate(ops)}
-        done_at = [[False] * len(ops) for ops in reference]
-        next_at = [0] * p  # first position of each device's reference order not yet run
-        lanes: tuple[str, ...] = ("*",)
-    else:
-        lanes = tuple(sorted(inst.kinds, key=lambda k: rule.rank[k]))
-    relaxed = False  # set once strict following has left every device waiting
-
-    def key(kind: str, s: int, i: int) -> tuple:
-        if rule.follow:
-            return (position[OpId(kind, s, i)],)  # type: ignore[arg-type]
-        return (rule.rank[kind], i, -s if kind == "F" else s)
-
-    def lane(op: OpId) -> str:
-        return "*" if rule.follow else op.kind
-
-    pending: list[list[tuple]] = [[] for _ in range(p)]  # (ready time, key, op) not yet arrived
-    avail: list[dict[str, list[tuple]]] = [{k: [] for k in lanes} for _ in range(p)]  # (key, ready, op)
-    last = ["B"] * p  # last F or B each device ran (for ``alternate``)
-    free = [0.0] * p
-    order: Order = [[] for _ in range(p)]
-    start: dict[OpId, float] = {}
-    wake: list[tuple[float, int]] = []  # (decision time, device)
-    planned = [math.inf] * p  # decision time currently queued for each device
-
-    def release(op: OpId, t: float) -> None:
-        d = dev[op.stage]
-        heapq.heappush(pending[d], (t, key(*op), op))
-        when = max(free[d], t)
-        if when < planned[d]:
-            planned[d] = when
-            heapq.heappush(wake, (when, d))
-
-    def pick(d: int) -> tuple | None:
-        """Best arrived op of device ``d`` that memory allows, by the policy's ranking."""
-        heaps = avail[d]
-        if rule.alternate:
-            kinds = ("F", "B", "W") if last[d] == "B" else ("B", "F", "W")
-        else:
-            kinds = lanes
-        for kind in kinds:
-            heap = heaps.get(kind)
-            if not heap:
-                continue
-            if rule.follow and not relaxed and heap[0][0][0] != next_at[d]:
-                return None  # the recipe's next op has not arrived: wait for it, as the recipe does
-            if mem is None:
-                return heapq.heappop(heap)
-            skipped = []
-            found = None
-            while heap:
-                item = heapq.heappop(heap)
-                op = item[2]
-                change = delta[op.kind][op.stage]
-                if change <= 0 or (
-                    mem.allows(d, op.microbatch, change)
-                    and (not rule.headroom or mem.leaves_headroom(d, op.microbatch, change))
-                ):
-                    found = item
-                    break
-                skipped.append(item)
-            for item in skipped:
-                heapq.heappush(heap, item)
-            if found is not None:
-                return found
-        return None
-
-    streams = [inst.stage_microbatches(lo) for lo in sorted(set(first_of))]  # dual: one per direction
-    for stream in streams:
-        if stream:
-            release(OpId("F", inst.microbatch_stages(stream[0])[0], stream[0]), 0.0)
-    done = 0
-    total = inst.num_ops
-    while True:
-        while wake:
-            t, d = heapq.heappop(wake)
-            if t != planned[d]:
-                continue  # stale entry
-            planned[d] = math.inf
-            queue = pending[d]
-            while queue and queue[0][0] <= t:
-                ready, k, op = heapq.heappop(queue)
-                heapq.heappush(avail[d][lane(op)], (k, ready, op))
-            chosen = pick(d)
-            if chosen is not None and rule.patient and queue:
-                k, _, op = chosen
-                arrival, k_next, _ = queue[0]
-                if k_next[0] < k[0] and arrival < t + dur[op.kind][op.stage]:
-                    heapq.heappush(avail[d][lane(op)], chosen)
-                    planned[d] = arrival
-                    heapq.heappush(wake, (arrival, d))
-                    continue
-            if chosen is None:
-                if queue:  # nothing runnable now: look again when the next op arrives
-                    planned[d] = queue[0][0]
-                    heapq.heappush(wake, (planned[d], d))
-                continue
-            _, ready, op = chosen
-            kind, s, i = op
-            t = max(free[d], ready)  # earliest time for this order (the device may have idled)
-            end = t + dur[kind][s]
-            free[d] = end
-            order[d].append(op)
-            start[op] = t
-            done += 1
-            if kind != "W":
-                last[d] = kind
-            if rule.follow:
-                flags = done_at[d]
-                flags[chosen[0][0]] = True
-                while next_at[d] < len(flags) and flags[next_at[d]]:
-                    next_at[d] += 1
-            if mem is not None:
-                if kind == "F" and s == first_of[s]:
-                    mem.admit(i)
-                mem.apply(d, i, delta[kind][s])
-            if kind == "F":
-                if s == first_of[s] and i + 1 in inst.stage_microbatches(s):
-                    release(OpId("F", s, i + 1), 0.0)
-                release(OpId("F", s + 1, i) if s < last_of[s] else OpId("B", s, i), end + link_next[s])
-            elif kind == "B":
-                if s > first_of[s]:
-                    release(OpId("B", s - 1, i), end + link_next[s - 1])
-                if split:
-                    release(OpId("W", s, i), end)
-            has_ready = any(heaps for heaps in avail[d].values())
-            if has_ready or queue:
-                when = end if has_ready else max(end, queue[0][0])
-                if when < planned[d]:
-                    planned[d] = when
-                    heapq.heappush(wake, (when, d))
-        if done == total or relaxed or not rule.follow:
-            break
-        relaxed = True  # strict following stalled: finish without waiting for the recipe's order
-        for d in range(p):
-            ready_now = any(heap for heap in avail[d].values())
-            if ready_now or pending[d]:
-                planned[d] = free[d] if ready_now else max(free[d], pending[d][0][0])
-                heapq.heappush(wake, (planned[d], d))
-    if done != total:  # cannot happen when the banker's test holds; kept as a guard
-        raise NotApplicableError(f"greedy ({policy}) stalled after {done} of {total} ops under memory.limit")
-    return order, start
+    reference = _reference_order(inst, reference_recipe(inst, rule.follow)) if rule.follow else None
+    state = GreedyRun(inst, rule, reference)
+    done = run_planned(inst.devices, state.look, state.start, state.first)
+    if done < inst.num_ops and rule.follow:  # strict following stalled: finish without waiting for the recipe
+        done += run_planned(inst.devices, state.look, state.start, state.relax())
+    if done != inst.num_ops:  # cannot happen when the banker's test holds; kept as a guard
+        raise NotApplicableError(f"greedy ({policy}) stalled after {done} of {inst.num_ops} ops under memory.limit")
+    return state.order, state.times
 
 
 def best_greedy_order(inst: Instance) -> tuple[str, Order]:

@@ -13,7 +13,8 @@ A device's pending decision is invalidated by a version number whenever an op on
 neighbour may change what it can start, so the heap never holds stale choices. With ``keep`` a
 decision is kept from the moment it is pushed until it runs (valid when every change a choice reads
 pushes the device again), so each op is decided once rather than twice: the zero-bubble grid's hot
-loop.
+loop. :func:`run_planned` is the other timing rule, planned wakes: a device decides only at the one
+time it planned to look, which events only bring forward (method ``greedy``, :mod:`.greedy_rules`).
 
 :class:`Progress` is the state most policies share (each stage's next F, B and W, when each F and B
 ended, live memory, the banker's bookkeeping, each device's waiting Ws) with the one commit step, and
@@ -73,6 +74,47 @@ def run(devices: int, free: list[float], choose: Choose, commit: Commit, keep: b
         done += 1
         for e in touched:
             push(e)
+    return done
+
+
+Look = Callable[[int, float], tuple[float, Any]]
+Start = Callable[[int, float, Any], Iterable[tuple[int, float]]]
+
+
+def run_planned(devices: int, look: Look, start: Start, wakes: Iterable[tuple[int, float]]) -> int:
+    """The engine with planned wake times; the number of ops started.
+
+    Each device keeps one planned time at which it next looks for work, and events only ever bring it
+    forward: a policy whose choice at a wake depends on what has arrived by then (not by the time it
+    was planned) needs this, because re-deciding at every neighbour's commit, as :func:`run` does, sees
+    arrivals earlier. ``look(d, t)``: (start, op), or (when to look again, None), inf for never;
+    ``start(d, at, op)``: record it, and the (device, time) wakes it plans (its own device's next look
+    among them). ``wakes``: the first looks."""
+    inf = math.inf
+    planned = [inf] * devices
+    heap: list[tuple[float, int]] = []
+
+    def wake(d: int, when: float) -> None:
+        if when < planned[d]:
+            planned[d] = when
+            heapq.heappush(heap, (when, d))
+
+    for d, when in wakes:
+        wake(d, when)
+    done = 0
+    while heap:
+        t, d = heapq.heappop(heap)
+        if t != planned[d]:
+            continue  # brought forward since: stale
+        planned[d] = inf
+        at, op = look(d, t)
+        if op is None:
+            if at < inf:
+                wake(d, at)
+            continue
+        for e, when in start(d, at, op):
+            wake(e, when)
+        done += 1
     return done
 
 
