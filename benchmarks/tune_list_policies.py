@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesched.solver import Instance
+from pipesched.solver.budget import V_WIDE_GRID_ORDER
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.metrics import objective_value
 from pipesched.solver.heuristics import interleaved_memory, v_greedy, v_memory
@@ -198,7 +199,7 @@ def report(family: str, tables: list[Table], dropped: list[str], refs: list[floa
         ranked = rank_wide(tables, refs)
         lines = head + ["| run # | VM_WIDE index | policy | mean ratio |", "|---|---|---|---|",
                         *(f"| {i} | {k} | `{VM_WIDE.policies[k]}` | {m:.5f} |" for i, (k, m) in enumerate(ranked))]
-        return "\n".join(lines) + "\n", {"chosen": [k for k, _ in ranked]}
+        return "\n".join(lines) + "\n", {"chosen": [k for k, _ in ranked], "before": list(V_WIDE_GRID_ORDER)}
     assert before is not None
     trace = select(tables, refs, pool, MAX_SIZE[family])
     chosen = [p for p, _, _ in trace]
