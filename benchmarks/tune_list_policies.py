@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from pipesched.solver import Instance
-from pipesched.solver.budget import V_WIDE_GRID_ORDER
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.metrics import objective_value
 from pipesched.solver.heuristics import interleaved_memory, v_greedy, v_memory
 from pipesched.solver.heuristics.listsched.policies import (
     INTERLEAVED,
+    V_WIDE_GRID_ORDER,
     VM,
     VM_WIDE,
     ILPolicy,

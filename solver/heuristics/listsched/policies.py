@@ -156,6 +156,17 @@ VM_WIDE = PolicySet("v-memory-wide", tuple(
             "re-checks it"))
 
 
+#: ``VM_WIDE``'s run order in ``v_memory.wide_candidates`` (indices into its policies; the first
+#: ``V_WIDE_GRID_PER_TRIAL`` per trial of the search run): ``python benchmarks/tune_list_policies.py --set
+#: v-wide``'s ranking, copied from its results JSON (tests/solver/test_list_policies.py checks they agree).
+V_WIDE_GRID_ORDER: tuple[int, ...] = (
+    66, 14, 54, 55, 67, 39, 63, 71, 38, 62, 70, 15, 59, 35, 3, 2, 26, 27, 11, 10, 65, 36, 60, 68, 53, 51, 13,
+    52, 69, 61, 24, 37, 64, 48, 1, 0, 49, 25, 34, 58, 12, 50, 9, 57, 33, 8, 32, 56, 22, 78, 30, 82, 42, 74, 6,
+    18, 20, 76, 94, 86, 46, 90, 4, 16, 80, 72, 40, 28, 92, 44, 84, 88, 23, 79, 31, 43, 83, 7, 19, 75, 21, 77,
+    5, 17, 73, 29, 41, 81, 47, 87, 95, 91, 45, 85, 93, 89,
+)
+
+
 @dataclass(frozen=True)
 class ILPolicy:
     """One point of the interleaved memory greedy's grid (:mod:`..interleaved_memory`): forward rule, W
