@@ -21,6 +21,9 @@ Sizes: TUNING 30 cases: the first 24 over p in {4, 8, 16}, m in {2p, 3p, 4p} (se
 then 6 deep ones over p = 32, m in {2p, 3p, 4p} (seed ``TUNING_DEEP_SEED``), appended in issue 16 so
 the set covers the depths the solver is used at (the zero-bubble paper's largest cases have p = 32);
 the first 24 draws are unchanged. DEVELOPMENT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
+The V and interleaved list-policy sets have tuning sets of their own, drawn the same way but from one
+family each (``v_tuning()``: V; ``interleaved_tuning()``: loop v = 2 / 4), 18 cases over p in {4, 8, 16},
+m in {2p, 4p}, their own seeds: the general set has too few cases of either family to choose a set on.
 List them: ``python benchmarks/cases.py`` (``--set development``, ``--dump DIR`` writes problem JSON).
 """
 
