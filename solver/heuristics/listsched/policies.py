@@ -80,12 +80,12 @@ class Policy:
 
 #: The head of the zero-bubble grid (the rest is an enumeration, :func:`..zb_policies.policies`). Rule:
 #: first the policy with the least worst-case excess when it runs alone, then greedy on the mean excess
-#: until a policy gains under 0.02 points. Held-out gains (mean excess drop when it joins the grid, auto at
-#: 1, 10 and 60 s): ``Policy(1, "fits")`` -0.047 points (it displaces a tail policy), ``Policy(-2, "eager",
-#: scale=2.15)`` (the long round trip of deep pipelines under a 2p-like cap) 0.372 points.
+#: until a policy gains under 0.02 points, over a plain pool (warm-up scales 1 to 3 in steps of 0.1).
+#: Development-set gains (mean excess drop when it joins the grid, auto's cuts at 1, 10 and 60 s):
+#: ``Policy(1, "fits")`` -0.047 points (it displaces a tail policy), ``Policy(1, "eager", scale=1.6)`` 0.349.
 ZB_HEAD = PolicySet("zb-head", (
     Policy(1, "fits"),
-    Policy(-2, "eager", scale=2.15),
+    Policy(1, "eager", scale=1.6),
 ), ChosenBy("python benchmarks/tune_zb_policies.py", "the tuning set of benchmarks/cases.py (tuning(), 30 cases)",
             "tables and revisions: benchmarks/results/tune_zb_policies.md"))
 
@@ -136,34 +136,36 @@ class VMPolicy:
     turn: bool = True
 
 
+#: ``python benchmarks/tune_list_policies.py --set v-memory``'s choice: greedy forward selection over 864
+#: policies (the 24 ranks x hold None / 0 / 1 x both W rules x extra 0 / 1 / None x with and without the
+#: turn's room), scored beside ZB-V's order and its deferred-W order (no search).
 VM = PolicySet("v-memory", (
+    VMPolicy(("F1", "F0", "B1", "B0"), None, "eager", None, True),
     VMPolicy(("B1", "F1", "F0", "B0"), None, "eager", None, True),
-    VMPolicy(("B0", "F1", "F0", "B1"), None, "eager", 1, True),
-), ChosenBy("a greedy set cover over 288 policies (the 24 ranks, both W rules, extra 0 / 1 / None, with "
-            "and without the turn's room); the command was not kept",
-            "V cases at 1.5p (14.6B and 28.3B, p = 4 and 8, m = 2p and 4p) built from the paper's profiles, "
-            "not the drawn cases of benchmarks/cases.py",
-            "chosen on cases not kept; re-derivation pending. Both reach the best of all 288 on every one of them"))
+), ChosenBy("python benchmarks/tune_list_policies.py --set v-memory",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "rule and tables: benchmarks/results/tune_list_policies_v-memory.md; the second policy was the "
+            "first one of the set before"))
 
 
 VM_WIDE = PolicySet("v-memory-wide", tuple(
     VMPolicy(rank, None, w, None, turn)
     for rank in itertools.permutations(("B1", "B0", "F1", "F0")) for w in ("fits", "eager") for turn in (True, False)
 ), ChosenBy("not chosen: the whole family that admits by memory alone, in product order; its run order "
-            "(budget.V_WIDE_GRID_ORDER) ranks them by their mean ratio to the best of 480 policies",
-            "V cases at 1.5p (14.6B, 28.3B, 1.5B, 6.2B; p = 4, 8; m = 2p, 4p), not kept in benchmarks/cases.py",
-            "the ranking was chosen on cases not kept; re-derivation pending; python benchmarks/v_placement.py "
-            "re-checks it"))
+            "(V_WIDE_GRID_ORDER) is python benchmarks/tune_list_policies.py --set v-wide's ranking by mean ratio "
+            "to the best of the 864-policy v-memory pool",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "tables: benchmarks/results/tune_list_policies_v-wide.md"))
 
 
 #: ``VM_WIDE``'s run order in ``v_memory.wide_candidates`` (indices into its policies; the first
 #: ``V_WIDE_GRID_PER_TRIAL`` per trial of the search run): ``python benchmarks/tune_list_policies.py --set
 #: v-wide``'s ranking, copied from its results JSON (tests/solver/test_list_policies.py checks they agree).
 V_WIDE_GRID_ORDER: tuple[int, ...] = (
-    66, 14, 54, 55, 67, 39, 63, 71, 38, 62, 70, 15, 59, 35, 3, 2, 26, 27, 11, 10, 65, 36, 60, 68, 53, 51, 13,
-    52, 69, 61, 24, 37, 64, 48, 1, 0, 49, 25, 34, 58, 12, 50, 9, 57, 33, 8, 32, 56, 22, 78, 30, 82, 42, 74, 6,
-    18, 20, 76, 94, 86, 46, 90, 4, 16, 80, 72, 40, 28, 92, 44, 84, 88, 23, 79, 31, 43, 83, 7, 19, 75, 21, 77,
-    5, 17, 73, 29, 41, 81, 47, 87, 95, 91, 45, 85, 93, 89,
+    66, 14, 54, 70, 62, 38, 55, 67, 15, 39, 71, 63, 35, 59, 2, 26, 10, 12, 50, 58, 27, 34, 64, 68, 51, 52, 24, 8,
+    0, 53, 65, 11, 3, 36, 60, 13, 56, 61, 48, 32, 37, 69, 9, 49, 1, 33, 57, 25, 22, 78, 90, 94, 46, 86, 6, 18, 74,
+    30, 42, 82, 76, 20, 88, 4, 84, 44, 16, 72, 80, 40, 92, 28, 47, 7, 23, 79, 31, 43, 91, 95, 87, 29, 41, 19, 75,
+    5, 83, 45, 21, 77, 17, 73, 81, 85, 89, 93
 )
 
 
@@ -180,25 +182,22 @@ class ILPolicy:
     alternate: bool = False  # F after B and B after F when both can run (1F1B's steady state)
 
 
-#: The first eight follow the forward sequence (lag 1: the p = 2 ILP optimum's forward order; lag 2: one
-#: round later), F and B alternating as in 1F1B, with either W rule and the IZB warm-up or one more
-#: admission; the next eight keep IZB's warm-up, then run the deepest ready forward (the p = 2 optimum's
-#: first difference, decided op by op); the last two choose each forward freely, deepest chunk first.
-INTERLEAVED = PolicySet("interleaved-memory", tuple(
-    ILPolicy("seq", w, None, extra, lag, True)
-    for lag in (1, 2)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + tuple(
-    ILPolicy("warm-deep", w, None, extra, 1, alternate)
-    for alternate in (True, False)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1)),
-    ChosenBy("derived by hand from the ILP optimum's order on one case; the command was not kept",
-             "the 1.5B loop v2 family shrunk to p = 2, m = 4 under IZB's peak as the cap; not in "
-             "benchmarks/cases.py, never the anchors' reported cases",
-             "chosen on cases not kept; re-derivation pending"))
+#: ``python benchmarks/tune_list_policies.py --set interleaved``'s choice, best first: greedy forward
+#: selection over 144 policies (forward rules shallow / switch / deep, warm-deep after IZB's warm-up, the
+#: forward sequence at lag 1 or 2; both W rules; hold None / 0; extra 0 / 1 / 2; alternate or not).
+INTERLEAVED = PolicySet("interleaved-memory", (
+    ILPolicy("deep", "eager", None, 2, None, True),
+    ILPolicy("deep", "eager", None, 2, None, False),
+    ILPolicy("shallow", "eager", None, 2, None, False),
+    ILPolicy("warm-deep", "eager", None, 0, 1, True),
+    ILPolicy("warm-deep", "eager", None, 2, 1, False),
+    ILPolicy("deep", "eager", None, 1, None, False),
+    ILPolicy("deep", "eager", None, 1, None, True),
+    ILPolicy("warm-deep", "eager", None, 0, 1, False),
+), ChosenBy("python benchmarks/tune_list_policies.py --set interleaved",
+            "the interleaved tuning set of benchmarks/cases.py (interleaved_tuning(), 18 cases, loop v = 2 / 4)",
+            "rule and tables: benchmarks/results/tune_list_policies_interleaved.md; it replaces 18 policies "
+            "derived by hand from the ILP optimum's order on one p = 2, m = 4 case"))
 
 #: Every named set, for listing (``benchmarks/list_orders.py``) and for the provenance test.
 SETS: tuple[PolicySet, ...] = (GREEDY, ZB_HEAD, V, VM, VM_WIDE, INTERLEAVED)
