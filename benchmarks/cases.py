@@ -22,14 +22,16 @@ then 6 deep ones over p = 32, m in {2p, 3p, 4p} (seed ``TUNING_DEEP_SEED``), app
 the set covers the depths the solver is used at (the zero-bubble paper's largest cases have p = 32);
 the first 24 draws are unchanged. DEVELOPMENT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
 The V and interleaved list-policy sets have tuning sets of their own, drawn the same way but from one
-family each (``v_tuning()``: V; ``interleaved_tuning()``: loop v = 2 / 4), 18 cases over p in {4, 8, 16},
-m in {2p, 4p}, their own seeds: the general set has too few cases of either family to choose a set on.
+family each (``v_tuning()``: V, caps 1p to 2p; ``interleaved_tuning()``: loop v = 2 / 4, caps 1 to 1.25
+times IZB's peak), 18 cases over p in {4, 8, 16}, m in {2p, 4p}, their own seeds: the general set has too
+few cases of either family to choose a set on.
 List them: ``python benchmarks/cases.py`` (``--set development``, ``--dump DIR`` writes problem JSON).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -153,12 +155,28 @@ def v_tuning() -> list[Case]:
     return draw(V_TUNING_SEED, V_TUNING_GRID, FAMILY_SIZE, placements=(("v", 2),))
 
 
+def _izb_capped(rng: random.Random, prof: Profile, p: int, m: int, placement: str, v: int, objective: str,
+                cap_factor: float) -> Problem:
+    """The paper's problem with its cap at ``cap_factor`` times the peak of IZB's order (torch's
+    ScheduleInterleavedZeroBubble): the tight caps the interleaved memory greedy is for."""
+    from pipesched.solver import Instance
+    from pipesched.solver.core.metrics import peak_memory
+    from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
+
+    problem = _problem(rng, prof, p, m, placement, v, objective, cap_factor)
+    inst = Instance.from_problem(problem)
+    limit = round(cap_factor * max(peak_memory(inst, interleaved_zb_order(inst))), 1)
+    return problem.model_copy(update={"memory": problem.memory.model_copy(update={"limit": limit})})
+
+
 def interleaved_tuning() -> list[Case]:
     """The cases the interleaved memory greedy's set (``INTERLEAVED``) is chosen on: ``FAMILY_SIZE`` loop
-    cases with v in {2, 4} over ``INTERLEAVED_TUNING_GRID`` (p in {4, 8, 16}, m in {2p, 4p}), cap factor
-    uniform in [1, 2], seed ``INTERLEAVED_TUNING_SEED``."""
-    return draw(INTERLEAVED_TUNING_SEED, INTERLEAVED_TUNING_GRID, FAMILY_SIZE,
-                placements=(("loop", 2), ("loop", 4)))
+    cases with v in {2, 4} over ``INTERLEAVED_TUNING_GRID`` (p in {4, 8, 16}, m in {2p, 4p}), seed
+    ``INTERLEAVED_TUNING_SEED``, cap ``c`` times the peak of IZB's order with c uniform in [1, 1.25]
+    (named ``{c}izb``): the caps the greedy is for (at 1p to 2p of M_B most interleaved caps are loose)."""
+    cases = draw(INTERLEAVED_TUNING_SEED, INTERLEAVED_TUNING_GRID, FAMILY_SIZE, build=_izb_capped,
+                 placements=(("loop", 2), ("loop", 4)), caps=(1.0, 1.25))
+    return [dataclasses.replace(c, name=c.name.replace(f" {c.cap_factor}p ", f" {c.cap_factor}izb ")) for c in cases]
 
 
 SETS: dict[str, Callable[[], list[Case]]] = {
