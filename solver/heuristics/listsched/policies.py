@@ -2,9 +2,10 @@
 
 A policy is a frozen record of rules (admission, priority, W deferral) for one of the engine's
 schedulers (:mod:`.engine`); a :class:`PolicySet` names a tuple of them and says where it came from
-(:class:`ChosenBy`). Tuning sets: ``benchmarks/cases.py`` (``tuning()``). Where a set was chosen on cases
-that are not kept in the repository, its record says so: re-deriving it is pending, and nothing here
-was re-tuned when the records were written.
+(:class:`ChosenBy`). Tuning sets: ``benchmarks/cases.py`` (``tuning()`` for the zero-bubble head,
+``v_tuning()`` and ``interleaved_tuning()`` for the V and interleaved sets, chosen by
+``benchmarks/tune_list_policies.py``); tests/solver/test_list_policies.py checks each set equals the choice
+its script recorded in ``benchmarks/results``.
 """
 
 from __future__ import annotations
@@ -109,18 +110,18 @@ class VPolicy:
     extra: int = 0  # added to both counts
 
 
+#: ``python benchmarks/tune_list_policies.py --set v-greedy``'s choice, best first: greedy forward selection
+#: over 1152 policies (warm-up scale 1 / 1.5 / 2 x chunk-0 in-flight scale 0.5 / 0.75 / 1 / None x both W
+#: rules x the 24 ranks x extra 0 / 1), scored beside ZB-V's order when it fits (as ``v_candidates`` runs it).
 V = PolicySet("zb-v-greedy", (
-    VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0")),
-    VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1),
-    VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
-), ChosenBy("a greedy set cover of 288 policies (in-flight scales 0.4 .. 1 and None, warm-up scales 1 .. 2, "
-            "both W rules, four ranks, extra 0 / 1); the command was not kept",
-            "the V cases of the tuning set of benchmarks/cases.py plus p = 4, 8, m = 2p cases at caps 1p and "
-            "1.25p (6.2B, 28.3B), never the reported m = 3p ones",
-            "chosen on cases not kept (the m = 2p additions); re-derivation pending. The first four reach the "
-            "best of all 288 there; the fifth (ZB-V's B-first priority) is kept as insurance"))
+    VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0"), 1),
+    VPolicy(1.0, None, "eager", ("F1", "F0", "B1", "B0"), 1),
+    VPolicy(1.5, None, "eager", ("B1", "F1", "F0", "B0"), 0),
+    VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0"), 1),
+), ChosenBy("python benchmarks/tune_list_policies.py --set v-greedy",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "rule and tables: benchmarks/results/tune_list_policies_v-greedy.md; a fifth policy would gain "
+            "under the rule's 0.05 points"))
 
 
 @dataclass(frozen=True)
