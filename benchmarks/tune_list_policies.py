@@ -67,10 +67,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import Case, interleaved_tuning, v_tuning  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
+#: The sets before this re-derivation (1668ad5), chosen on cases not kept: for comparison, and for MAX_SIZE.
+OLD = {
+    "v-greedy": (
+        VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0")), VPolicy(1.0, None, "fits", ("F1", "B1", "F0", "B0")),
+        VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0")),
+        VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1), VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
+    ),
+    "v-memory": (VMPolicy(("B1", "F1", "F0", "B0"), None, "eager", None, True),
+                 VMPolicy(("B0", "F1", "F0", "B1"), None, "eager", 1, True)),
+    "interleaved": tuple(ILPolicy("seq", w, None, extra, lag, True) for lag in (1, 2) for w in ("fits", "eager")
+                         for extra in (0, 1))
+    + tuple(ILPolicy("warm-deep", w, None, extra, 1, alt) for alt in (True, False) for w in ("fits", "eager")
+            for extra in (0, 1))
+    + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1)),
+}
+OLD_WIDE_ORDER = (
+    66, 14, 54, 55, 67, 39, 63, 71, 38, 62, 70, 15, 59, 35, 3, 2, 26, 27, 11, 10, 65, 36, 60, 68, 53, 51, 13,
+    52, 69, 61, 24, 37, 64, 48, 1, 0, 49, 25, 34, 58, 12, 50, 9, 57, 33, 8, 32, 56, 22, 78, 30, 82, 42, 74, 6,
+    18, 20, 76, 94, 86, 46, 90, 4, 16, 80, 72, 40, 28, 92, 44, 84, 88, 23, 79, 31, 43, 83, 7, 19, 75, 21, 77,
+    5, 17, 73, 29, 41, 81, 47, 87, 95, 91, 45, 85, 93, 89,
+)
 #: Stop adding policies when the best addition lowers the mean excess by less than this (0.05 points).
 MIN_GAIN = 5e-4
 #: At most as many policies as the set had before (what ``auto`` is charged for stays the same).
-MAX_SIZE = {"v-greedy": len(V.policies), "v-memory": len(VM.policies), "interleaved": len(INTERLEAVED.policies)}
+MAX_SIZE = {name: len(pols) for name, pols in OLD.items()}
 #: Excess of a set none of whose orders runs on a case (a stuck heuristic is worse than any slow order).
 PENALTY = 1.0
 #: A wide policy's ratio on a case where it gets stuck.
@@ -188,7 +209,8 @@ def _plain(pol: Any) -> dict[str, Any]:
 
 def report(family: str, tables: list[Table], dropped: list[str], refs: list[float], pool: list[Any],
            argv: list[str] | None) -> tuple[str, dict[str, Any]]:
-    before = {"v-greedy": V, "v-memory": VM, "interleaved": INTERLEAVED}.get(family)
+    before = OLD.get(family)
+    current = {"v-greedy": V, "v-memory": VM, "interleaved": INTERLEAVED}.get(family)
     head = [f"# List policies re-derived: {family}", "",
             f"Made by `{command_line('tune_list_policies.py', argv)}`. Rule (stated before the figures, see the "
             "script's docstring): "
@@ -205,24 +227,28 @@ def report(family: str, tables: list[Table], dropped: list[str], refs: list[floa
         head += [f"Left out (no pool policy runs): {', '.join(dropped)}.", ""]
     if family == "v-wide":
         ranked = rank_wide(tables, refs)
-        lines = head + ["| run # | VM_WIDE index | policy | mean ratio |", "|---|---|---|---|",
+        same = "yes" if tuple(k for k, _ in ranked) == V_WIDE_GRID_ORDER else "NO"
+        lines = head + [f"`policies.py`'s `V_WIDE_GRID_ORDER` is this order: {same}.", "",
+                        "| run # | VM_WIDE index | policy | mean ratio |", "|---|---|---|---|",
                         *(f"| {i} | {k} | `{VM_WIDE.policies[k]}` | {m:.5f} |" for i, (k, m) in enumerate(ranked))]
-        return "\n".join(lines) + "\n", {"chosen": [k for k, _ in ranked], "before": list(V_WIDE_GRID_ORDER)}
+        return "\n".join(lines) + "\n", {"chosen": [k for k, _ in ranked], "before": list(OLD_WIDE_ORDER)}
     assert before is not None
     trace = select(tables, refs, pool, MAX_SIZE[family])
     chosen = [p for p, _, _ in trace]
-    old, new = score(tables, refs, before.policies), score(tables, refs, chosen)
+    old, new = score(tables, refs, before), score(tables, refs, chosen)
     lines = head + ["## Chosen set (selection order)", "", "| # | policy | mean excess after (%) | gain (points) |",
                     "|---|---|---|---|",
                     *(f"| {k} | `{p}` | {100 * s:.3f} | {100 * g:.3f} |" for k, (p, s, g) in enumerate(trace)), "",
+                    f"`policies.py` holds this set: {'yes' if current and current.policies == tuple(chosen) else 'NO'}.",
+                    "",
                     f"Mean excess (tuning-influenced): set before {100 * old:.3f}%, chosen set {100 * new:.3f}%; "
                     f"the fixed orders alone {100 * score(tables, refs, []):.3f}%.", "",
                     "## Per case (tuning-influenced)", "", "| case | ops | ref | before | chosen |", "|---|---|---|---|---|"]
     for t, r in zip(tables, refs, strict=True):
-        b = min([t.fixed, *(t.value(p) for p in before.policies)])
+        b = min([t.fixed, *(t.value(p) for p in before)])
         c = min([t.fixed, *(t.value(p) for p in chosen)])
         lines.append(f"| {t.case.name} | {t.inst.num_ops} | {r:.2f} | {b:.2f} | {c:.2f} |")
-    return "\n".join(lines) + "\n", {"chosen": [_plain(p) for p in chosen], "before": [_plain(p) for p in before.policies]}
+    return "\n".join(lines) + "\n", {"chosen": [_plain(p) for p in chosen], "before": [_plain(p) for p in before]}
 
 
 def main(argv: list[str] | None = None) -> int:

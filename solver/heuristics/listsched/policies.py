@@ -187,16 +187,15 @@ class ILPolicy:
 #: selection over 144 policies (forward rules shallow / switch / deep, warm-deep after IZB's warm-up, the
 #: forward sequence at lag 1 or 2; both W rules; hold None / 0; extra 0 / 1 / 2; alternate or not).
 INTERLEAVED = PolicySet("interleaved-memory", (
+    ILPolicy("warm-deep", "eager", None, 2, 1, True),
     ILPolicy("deep", "eager", None, 2, None, True),
+    ILPolicy("warm-deep", "fits", None, 2, 1, True),
+    ILPolicy("seq", "eager", None, 2, 2, True),
     ILPolicy("deep", "eager", None, 2, None, False),
-    ILPolicy("shallow", "eager", None, 2, None, False),
-    ILPolicy("warm-deep", "eager", None, 0, 1, True),
-    ILPolicy("warm-deep", "eager", None, 2, 1, False),
-    ILPolicy("deep", "eager", None, 1, None, False),
-    ILPolicy("deep", "eager", None, 1, None, True),
-    ILPolicy("warm-deep", "eager", None, 0, 1, False),
+    ILPolicy("warm-deep", "eager", None, 1, 1, True),
 ), ChosenBy("python benchmarks/tune_list_policies.py --set interleaved",
-            "the interleaved tuning set of benchmarks/cases.py (interleaved_tuning(), 18 cases, loop v = 2 / 4)",
+            "the interleaved tuning set of benchmarks/cases.py (interleaved_tuning(), 18 cases, loop v = 2 / 4, "
+            "caps 1 to 1.25 times IZB's peak)",
             "rule and tables: benchmarks/results/tune_list_policies_interleaved.md; it replaces 18 policies "
             "derived by hand from the ILP optimum's order on one p = 2, m = 4 case"))
 
