@@ -173,7 +173,6 @@ RERUN_PENDING: dict[str, str] = {
     "plan_60s.md": "every split scheduled within one 60 s plan() per case",
     "scale_out.md": "PostgreSQL workers and a Ray cluster; needs both cores idle",
     "scale_out_hits.md": "cache hits while workers saturate both cores; needs an idle machine",
-    "tune_zb_policies.md": "the zero-bubble grid's re-derivation (its tuning sets are being redrawn)",
     "unit_costs.md": "every memory limit, auto per limit",
     "zb_paper.md": "24 solves of up to 60 s",
 }
