@@ -21,12 +21,17 @@ Sizes: TUNING 30 cases: the first 24 over p in {4, 8, 16}, m in {2p, 3p, 4p} (se
 then 6 deep ones over p = 32, m in {2p, 3p, 4p} (seed ``TUNING_DEEP_SEED``), appended in issue 16 so
 the set covers the depths the solver is used at (the zero-bubble paper's largest cases have p = 32);
 the first 24 draws are unchanged. DEVELOPMENT 24 cases over p in {6, 12, 24}, m in {2p + 2, 5p // 2, 5p}.
+The V and interleaved list-policy sets have tuning sets of their own, drawn the same way but from one
+family each (``v_tuning()``: V, caps 1p to 2p; ``interleaved_tuning()``: loop v = 2 / 4, caps 1 to 1.25
+times IZB's peak), 18 cases over p in {4, 8, 16}, m in {2p, 4p}, their own seeds: the general set has too
+few cases of either family to choose a set on.
 List them: ``python benchmarks/cases.py`` (``--set development``, ``--dump DIR`` writes problem JSON).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +45,8 @@ JITTER = 0.02
 TUNING_SEED = 20261125
 TUNING_DEEP_SEED = 20261157  # the deep tuning cases' own stream, so the first 24 draws stay as they were
 DEVELOPMENT_SEED = 91125
+V_TUNING_SEED = 20261128  # the V policy sets' tuning cases (v_tuning())
+INTERLEAVED_TUNING_SEED = 20261129  # the interleaved policy set's tuning cases (interleaved_tuning())
 SET_SIZE = 24
 DEEP_SIZE = 6  # as many as p = 16 has (two per m)
 
@@ -68,6 +75,10 @@ TUNING_GRID = tuple((p, m) for p in (4, 8, 16) for m in (2 * p, 3 * p, 4 * p))
 TUNING_DEEP_GRID = tuple((p, m) for p in (32,) for m in (2 * p, 3 * p, 4 * p))
 DEVELOPMENT_GRID = tuple((p, m) for p in (6, 12, 24) for m in (2 * p + 2, 5 * p // 2, 5 * p))
 PLACEMENTS = (("loop", 1), ("loop", 2), ("loop", 4), ("v", 2))
+#: The V and interleaved policy sets' tuning grids: no (p, m) pair of DEVELOPMENT_GRID (p there is 6, 12, 24).
+V_TUNING_GRID = tuple((p, m) for p in (4, 8, 16) for m in (2 * p, 4 * p))
+INTERLEAVED_TUNING_GRID = tuple((p, m) for p in (4, 8, 16) for m in (2 * p, 4 * p))
+FAMILY_SIZE = 18  # three cases per (p, m) pair of those grids
 
 
 @dataclass(frozen=True)
@@ -98,26 +109,28 @@ def _problem(rng: random.Random, prof: Profile, p: int, m: int, placement: str, 
     )
 
 
-def layout(rng: random.Random) -> tuple[str, int, str, float]:
-    """Placement, v, objective (stage_span 3 in 4) and cap factor (uniform in [1, 2]) of one case, drawn
+def layout(rng: random.Random, placements: Sequence[tuple[str, int]] = PLACEMENTS,
+           caps: tuple[float, float] = (1.0, 2.0)) -> tuple[str, int, str, float]:
+    """Placement, v, objective (stage_span 3 in 4) and cap factor (uniform in ``caps``) of one case, drawn
     after its model (``benchmarks/heldout_draw.py`` draws the held-out set's the same way)."""
-    placement, v = rng.choice(PLACEMENTS)
+    placement, v = rng.choice(placements)
     objective = rng.choice(("stage_span", "stage_span", "stage_span", "makespan"))
-    return placement, v, objective, round(rng.uniform(1.0, 2.0), 2)
+    return placement, v, objective, round(rng.uniform(*caps), 2)
 
 
 def draw(seed: int, grid: tuple[tuple[int, int], ...], size: int = SET_SIZE, models: Sequence[Any] = PROFILES,
-         build: Callable[..., Problem] | None = None) -> list[Case]:
+         build: Callable[..., Problem] | None = None, placements: Sequence[tuple[str, int]] = PLACEMENTS,
+         caps: tuple[float, float] = (1.0, 2.0)) -> list[Case]:
     """``size`` cases cycling over ``grid``; everything else drawn from ``seed``: a model (anything with
-    a ``model`` name), its layout, then the problem ``build`` makes of them (default: the paper's
-    formulas)."""
+    a ``model`` name), its layout (among ``placements``, cap factor uniform in ``caps``), then the problem
+    ``build`` makes of them (default: the paper's formulas)."""
     rng = random.Random(seed)
     build = build or _problem
     cases = []
     for i in range(size):
         p, m = grid[i % len(grid)]
         prof = rng.choice(models)
-        placement, v, objective, cap = layout(rng)
+        placement, v, objective, cap = layout(rng, placements, caps)
         name = f"{prof.model} p{p} m{m} {placement}{v} {cap}p {objective}"
         cases.append(Case(name, prof.model, cap, build(rng, prof, p, m, placement, v, objective, cap)))
     return cases
@@ -135,12 +148,47 @@ def development() -> list[Case]:
     return draw(DEVELOPMENT_SEED, DEVELOPMENT_GRID)
 
 
+def v_tuning() -> list[Case]:
+    """The cases the V policy sets (``zb-v-greedy``'s ``V``, ``v-memory``'s ``VM`` and ``VM_WIDE``'s run
+    order) are chosen on: ``FAMILY_SIZE`` V (v = 2) cases over ``V_TUNING_GRID`` (p in {4, 8, 16},
+    m in {2p, 4p}), cap factor uniform in [1, 2] (ZB-V's 1p to the paper's 2p), seed ``V_TUNING_SEED``."""
+    return draw(V_TUNING_SEED, V_TUNING_GRID, FAMILY_SIZE, placements=(("v", 2),))
+
+
+def _izb_capped(rng: random.Random, prof: Profile, p: int, m: int, placement: str, v: int, objective: str,
+                cap_factor: float) -> Problem:
+    """The paper's problem with its cap at ``cap_factor`` times the peak of IZB's order (torch's
+    ScheduleInterleavedZeroBubble): the tight caps the interleaved memory greedy is for."""
+    from pipesched.solver import Instance
+    from pipesched.solver.core.metrics import peak_memory
+    from pipesched.solver.heuristics.classic.interleaved_zb import interleaved_zb_order
+
+    problem = _problem(rng, prof, p, m, placement, v, objective, cap_factor)
+    inst = Instance.from_problem(problem)
+    limit = round(cap_factor * max(peak_memory(inst, interleaved_zb_order(inst))), 1)
+    return problem.model_copy(update={"memory": problem.memory.model_copy(update={"limit": limit})})
+
+
+def interleaved_tuning() -> list[Case]:
+    """The cases the interleaved memory greedy's set (``INTERLEAVED``) is chosen on: ``FAMILY_SIZE`` loop
+    cases with v in {2, 4} over ``INTERLEAVED_TUNING_GRID`` (p in {4, 8, 16}, m in {2p, 4p}), seed
+    ``INTERLEAVED_TUNING_SEED``, cap ``c`` times the peak of IZB's order with c uniform in [1, 1.25]
+    (named ``{c}izb``): the caps the greedy is for (at 1p to 2p of M_B most interleaved caps are loose)."""
+    cases = draw(INTERLEAVED_TUNING_SEED, INTERLEAVED_TUNING_GRID, FAMILY_SIZE, build=_izb_capped,
+                 placements=(("loop", 2), ("loop", 4)), caps=(1.0, 1.25))
+    return [dataclasses.replace(c, name=c.name.replace(f" {c.cap_factor}p ", f" {c.cap_factor}izb ")) for c in cases]
+
+
+SETS: dict[str, Callable[[], list[Case]]] = {
+    "tuning": tuning, "development": development, "v-tuning": v_tuning, "interleaved-tuning": interleaved_tuning}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("tuning", "development"), default="tuning")
+    parser.add_argument("--set", choices=tuple(SETS), default="tuning")
     parser.add_argument("--dump", type=Path, help="write one problem JSON per case here")
     args = parser.parse_args(argv)
-    cases = tuning() if args.set == "tuning" else development()
+    cases = SETS[args.set]()
     for i, case in enumerate(cases):
         print(f"{i:2d} {case.name}")
         if args.dump:

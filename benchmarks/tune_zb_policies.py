@@ -15,7 +15,7 @@ The rule: the first policy is the pool policy with the least worst-case excess w
 (it does on large problems); then greedy forward selection: add the pool policy that lowers the
 score most; stop when the best addition lowers it by less than ``MIN_GAIN`` or the head has
 ``MAX_HEAD`` policies. The pool: extra in ``POOL_EXTRAS`` x W rule x warm-up scale in
-``POOL_SCALES`` (the old head's values are in it, so they can be chosen again if they help).
+``POOL_SCALES``, a plain grid (1 to 3 in steps of 0.1), not values picked on reported cases.
 
 On the held-out set: the old and the new head side by side per case, and each kept policy's gain
 (how much the mean excess over the held-out cases drops when the policy is added after the ones
@@ -66,7 +66,9 @@ CHANGES = ("The tuning set gained 6 cases at p = 32 (m = 2p, 3p, 4p; its own see
            "unchanged): it had p <= 16 only, so a policy that helps deep pipelines only (the old head's "
            "(-2, eager, 2.06), the largest held-out gain of the old head) could not be chosen, and the "
            "zero-bubble paper's 28.3B p = 32 2p rows lost 10x. The grid is cut with budget.grid_seconds, "
-           "as auto has cut it since c703ef6 (larger grids above 4,000 ops), instead of GRID_SHARE * T.")
+           "as auto has cut it since c703ef6 (larger grids above 4,000 ops), instead of GRID_SHARE * T. "
+           "The pool's warm-up scales became a plain grid (1 to 3 in steps of 0.1): the old ones (1.9, 1.95, "
+           "2.03, 2.06, 2.15, ...) had been first picked by trying them on reported cases.")
 #: Stop adding policies when the best one lowers the mean excess by less than this (0.02%).
 MIN_GAIN = 2e-4
 #: Never more head policies than the old head had.
@@ -81,7 +83,9 @@ OLD_HEAD = (
 #: The head chosen before the deep tuning cases (p = 32) were added (86f46bf), for comparison.
 PREVIOUS_HEAD = (Policy(1, "fits"), Policy(0, "eager", scale=1.75), Policy(-1, "fits", scale=1.9))
 POOL_EXTRAS = (-3, -2, -1, 0, 1)
-POOL_SCALES = (1.0, 1.5, 1.75, 1.9, 1.95, 2.0, 2.03, 2.06, 2.1, 2.15, 2.25, 2.5, 3.0)
+#: A plain grid: 1 to 3 in steps of 0.1 (it once held 1.9, 1.95, 2.03, 2.06, 2.15, values first picked by
+#: trying neighbours of 2 on reported cases).
+POOL_SCALES = tuple(round(1 + 0.1 * k, 1) for k in range(21))
 
 
 def pool() -> list[Policy]:

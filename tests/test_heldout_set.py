@@ -33,10 +33,23 @@ def test_the_set_is_24_valid_problems_with_distinct_names() -> None:
 
 def test_it_shares_no_depth_and_no_cost_profile_with_the_tuning_and_development_sets() -> None:
     drawn = [Problem.model_validate(c["problem"]) for c in record()["cases"]]
-    other_p = {p for grid in (cases.TUNING_GRID, cases.TUNING_DEEP_GRID, cases.DEVELOPMENT_GRID) for p, _ in grid}
+    grids = (cases.TUNING_GRID, cases.TUNING_DEEP_GRID, cases.DEVELOPMENT_GRID, cases.V_TUNING_GRID,
+             cases.INTERLEAVED_TUNING_GRID)
+    other_p = {p for grid in grids for p, _ in grid}
     assert not {pr.devices for pr in drawn} & other_p
     assert not set(record()["models"]) & {prof.model for prof in cases.PROFILES}
-    assert record()["seed"] not in (cases.TUNING_SEED, cases.TUNING_DEEP_SEED, cases.DEVELOPMENT_SEED)
+    assert record()["seed"] not in (cases.TUNING_SEED, cases.TUNING_DEEP_SEED, cases.DEVELOPMENT_SEED,
+                                    cases.V_TUNING_SEED, cases.INTERLEAVED_TUNING_SEED)
+
+
+def test_the_family_tuning_sets_share_no_depth_pair_or_seed_with_the_development_set() -> None:
+    """The V and interleaved tuning sets choose policy sets; the development set must not be one of them."""
+    for grid in (cases.V_TUNING_GRID, cases.INTERLEAVED_TUNING_GRID):
+        assert not set(grid) & set(cases.DEVELOPMENT_GRID)
+    seeds = (cases.V_TUNING_SEED, cases.INTERLEAVED_TUNING_SEED)
+    assert len(set(seeds)) == 2 and not set(seeds) & {cases.DEVELOPMENT_SEED, cases.TUNING_SEED}
+    assert {c.problem.placement for c in cases.v_tuning()} == {"v"}
+    assert {c.problem.stages_per_device for c in cases.interleaved_tuning()} == {2, 4}
 
 
 def test_no_solver_file_or_test_names_a_held_out_case() -> None:

@@ -346,21 +346,10 @@ V_MEMORY_S_PER_OP = 6e-5
 #: Policy until the V tuning set is drawn in ``benchmarks/cases.py``; ``python benchmarks/v_placement.py``
 #: re-checks it.
 V_LOCAL_SEARCH_SHARE = 1.0
-#: The V tight-cap orders' wide grid (:func:`pipesched.solver.heuristics.v_memory.wide_candidates`): the
-#: 96 list-scheduler policies that admit microbatches by memory alone (24 ranks x both W rules x with and
-#: without the turn's room), in this order (indices into that product): by their mean ratio to the best
-#: of 480 policies on the V tuning set at 1.5p (14.6B, 28.3B, 1.5B, 6.2B; p = 4, 8; m = 2p, 4p). Why the
-#: whole family and not a cover: a cover chosen on two profiles lost up to 1.87% to the best of 480 on
-#: the other two, the whole family at most 0.96% (every split of the four profiles into two).
-#: Policy until the V tuning set is drawn in ``benchmarks/cases.py``; ``python benchmarks/v_placement.py``
-#: re-checks it.
-V_WIDE_GRID_ORDER = (
-    66, 14, 54, 55, 67, 39, 63, 71, 38, 62, 70, 15, 59, 35, 3, 2, 26, 27, 11, 10, 65, 36, 60, 68, 53, 51, 13,
-    52, 69, 61, 24, 37, 64, 48, 1, 0, 49, 25, 34, 58, 12, 50, 9, 57, 33, 8, 32, 56, 22, 78, 30, 82, 42, 74, 6,
-    18, 20, 76, 94, 86, 46, 90, 4, 16, 80, 72, 40, 28, 92, 44, 84, 88, 23, 79, 31, 43, 83, 7, 19, 75, 21, 77,
-    5, 17, 73, 29, 41, 81, 47, 87, 95, 91, 45, 85, 93, 89,
-)
-#: Policies of that grid per trial of the V order search (a count): one policy costs about 3.3 timings
+#: The V tight-cap orders' wide grid (:func:`pipesched.solver.heuristics.v_memory.wide_candidates`) runs
+#: ``VM_WIDE``'s policies in the order ``V_WIDE_GRID_ORDER``, data beside that set in
+#: :mod:`pipesched.solver.heuristics.listsched.policies` (``benchmarks/tune_list_policies.py --set v-wide``
+#: chose it). Policies of that grid per trial of the V order search (a count): one policy costs about 3.3 timings
 #: (7.6e-6 against 2.3e-6 s per op, 14.6B p8 m32 1.5p), so the grid costs about what the first search
 #: does; all 96 run from 60 s at p = 8, m = 32, the first 54 at 10 s and 1152 ops (policy).
 V_WIDE_GRID_PER_TRIAL = 1.0

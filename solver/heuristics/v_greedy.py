@@ -17,9 +17,10 @@ once (the device whose next decision comes first decides; every arrival before i
    before the next known arrival), or when memory stops a ready forward. Deferred Ws fill the
    cool-down, where the round trip of the last microbatches leaves every device waiting.
 
-:func:`v_candidates` runs a small grid of policies (:data:`POLICIES`: B or F first, the W rule, the
-warm-up; lower in-flight caps, the V-Half / V-Min idea, are a knob of :class:`VPolicy` but never won
-on the tuning cases), plus ZB-V's own order when it fits, and keeps the best orders; method
+:func:`v_candidates` runs a small grid of policies (:data:`POLICIES`, chosen on the V tuning set by
+``benchmarks/tune_list_policies.py``: rank, W rule, warm-up; lower in-flight caps, the V-Half / V-Min
+idea, are a knob of :class:`VPolicy` the rule did not choose), plus ZB-V's own order when it fits, and
+keeps the best orders; method
 ``zb-v-greedy`` returns the best one. The portfolio's grid phase holds the same orders
 (:func:`~pipesched.solver.heuristics.warm_start.grid_starts`), so ``auto`` starts from them, polishes
 the best with the W local search (:mod:`.swap_past_w`), and is never worse than the method. Every

@@ -122,13 +122,15 @@ def test_auto_holds_v_memorys_answer_above_the_full_model_size() -> None:
     assert got.objective_value <= ours.objective_value + 1e-9
 
 
-def test_the_chain_search_reaches_the_ilp_optimum_at_one_p() -> None:
+def test_the_chain_search_beats_zb_v_at_one_p() -> None:
     """6.2B costs halved per chunk, p = 3, m = 4, cap 1p: the ILP proves 334.98; ZB-V's order and the
-    first search stop at 340.33, the critical-chain search from the other orders reaches the optimum."""
+    first search stop at 340.33, the critical-chain search from the other orders gets below that. With the
+    list-scheduler set before its re-derivation (benchmarks/tune_list_policies.py) it reached the optimum;
+    with the re-derived set it stops at 339.14 (the rule chose the set, not this case)."""
     problem = Problem(devices=3, microbatches=4, stages_per_device=2, placement="v", objective="stage_span",
                       costs={"forward": 14.859, "backward_input": 14.722, "backward_weight": 9.9635, "comm": 0.527},
                       memory={"forward": 151552.0, "backward_input": 65536.0 - 151552.0, "backward_weight": -65536.0,
                               "limit": 6 * 151552.0})
     ours = solve(problem, "v-memory")
-    assert ours.objective_value == pytest.approx(334.98, abs=0.01)
+    assert 334.98 - 0.01 <= ours.objective_value <= 339.14 + 0.01
     assert not validate(ours)

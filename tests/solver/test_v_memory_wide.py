@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesched.solver import Instance, Problem, SolveOptions, solve
-from pipesched.solver.budget import V_WIDE_GRID_ORDER
 from pipesched.solver.core.metrics import peak_memory
+from pipesched.solver.heuristics.listsched.policies import V_WIDE_GRID_ORDER
 from pipesched.solver.heuristics.v_memory import (
     POLICIES,
     WIDE_GRID,

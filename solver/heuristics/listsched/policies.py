@@ -2,9 +2,10 @@
 
 A policy is a frozen record of rules (admission, priority, W deferral) for one of the engine's
 schedulers (:mod:`.engine`); a :class:`PolicySet` names a tuple of them and says where it came from
-(:class:`ChosenBy`). Tuning sets: ``benchmarks/cases.py`` (``tuning()``). Where a set was chosen on cases
-that are not kept in the repository, its record says so: re-deriving it is pending, and nothing here
-was re-tuned when the records were written.
+(:class:`ChosenBy`). Tuning sets: ``benchmarks/cases.py`` (``tuning()`` for the zero-bubble head,
+``v_tuning()`` and ``interleaved_tuning()`` for the V and interleaved sets, chosen by
+``benchmarks/tune_list_policies.py``); tests/solver/test_list_policies.py checks each set equals the choice
+its script recorded in ``benchmarks/results``.
 """
 
 from __future__ import annotations
@@ -80,12 +81,12 @@ class Policy:
 
 #: The head of the zero-bubble grid (the rest is an enumeration, :func:`..zb_policies.policies`). Rule:
 #: first the policy with the least worst-case excess when it runs alone, then greedy on the mean excess
-#: until a policy gains under 0.02 points. Held-out gains (mean excess drop when it joins the grid, auto at
-#: 1, 10 and 60 s): ``Policy(1, "fits")`` -0.047 points (it displaces a tail policy), ``Policy(-2, "eager",
-#: scale=2.15)`` (the long round trip of deep pipelines under a 2p-like cap) 0.372 points.
+#: until a policy gains under 0.02 points, over a plain pool (warm-up scales 1 to 3 in steps of 0.1).
+#: Development-set gains (mean excess drop when it joins the grid, auto's cuts at 1, 10 and 60 s):
+#: ``Policy(1, "fits")`` -0.047 points (it displaces a tail policy), ``Policy(1, "eager", scale=1.6)`` 0.349.
 ZB_HEAD = PolicySet("zb-head", (
     Policy(1, "fits"),
-    Policy(-2, "eager", scale=2.15),
+    Policy(1, "eager", scale=1.6),
 ), ChosenBy("python benchmarks/tune_zb_policies.py", "the tuning set of benchmarks/cases.py (tuning(), 30 cases)",
             "tables and revisions: benchmarks/results/tune_zb_policies.md"))
 
@@ -109,18 +110,18 @@ class VPolicy:
     extra: int = 0  # added to both counts
 
 
+#: ``python benchmarks/tune_list_policies.py --set v-greedy``'s choice, best first: greedy forward selection
+#: over 1152 policies (warm-up scale 1 / 1.5 / 2 x chunk-0 in-flight scale 0.5 / 0.75 / 1 / None x both W
+#: rules x the 24 ranks x extra 0 / 1), scored beside ZB-V's order when it fits (as ``v_candidates`` runs it).
 V = PolicySet("zb-v-greedy", (
-    VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("F1", "B1", "F0", "B0")),
-    VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0")),
-    VPolicy(1.0, None, "eager", ("B1", "F1", "F0", "B0"), extra=1),
-    VPolicy(1.0, None, "eager", ("B1", "B0", "F1", "F0")),
-), ChosenBy("a greedy set cover of 288 policies (in-flight scales 0.4 .. 1 and None, warm-up scales 1 .. 2, "
-            "both W rules, four ranks, extra 0 / 1); the command was not kept",
-            "the V cases of the tuning set of benchmarks/cases.py plus p = 4, 8, m = 2p cases at caps 1p and "
-            "1.25p (6.2B, 28.3B), never the reported m = 3p ones",
-            "chosen on cases not kept (the m = 2p additions); re-derivation pending. The first four reach the "
-            "best of all 288 there; the fifth (ZB-V's B-first priority) is kept as insurance"))
+    VPolicy(1.0, None, "eager", ("F1", "B1", "F0", "B0"), 1),
+    VPolicy(1.0, None, "eager", ("F1", "F0", "B1", "B0"), 1),
+    VPolicy(1.5, None, "eager", ("B1", "F1", "F0", "B0"), 0),
+    VPolicy(1.0, None, "fits", ("B1", "F1", "F0", "B0"), 1),
+), ChosenBy("python benchmarks/tune_list_policies.py --set v-greedy",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "rule and tables: benchmarks/results/tune_list_policies_v-greedy.md; a fifth policy would gain "
+            "under the rule's 0.05 points"))
 
 
 @dataclass(frozen=True)
@@ -136,24 +137,37 @@ class VMPolicy:
     turn: bool = True
 
 
+#: ``python benchmarks/tune_list_policies.py --set v-memory``'s choice: greedy forward selection over 864
+#: policies (the 24 ranks x hold None / 0 / 1 x both W rules x extra 0 / 1 / None x with and without the
+#: turn's room), scored beside ZB-V's order and its deferred-W order (no search).
 VM = PolicySet("v-memory", (
+    VMPolicy(("F1", "F0", "B1", "B0"), None, "eager", None, True),
     VMPolicy(("B1", "F1", "F0", "B0"), None, "eager", None, True),
-    VMPolicy(("B0", "F1", "F0", "B1"), None, "eager", 1, True),
-), ChosenBy("a greedy set cover over 288 policies (the 24 ranks, both W rules, extra 0 / 1 / None, with "
-            "and without the turn's room); the command was not kept",
-            "V cases at 1.5p (14.6B and 28.3B, p = 4 and 8, m = 2p and 4p) built from the paper's profiles, "
-            "not the drawn cases of benchmarks/cases.py",
-            "chosen on cases not kept; re-derivation pending. Both reach the best of all 288 on every one of them"))
+), ChosenBy("python benchmarks/tune_list_policies.py --set v-memory",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "rule and tables: benchmarks/results/tune_list_policies_v-memory.md; the second policy was the "
+            "first one of the set before"))
 
 
 VM_WIDE = PolicySet("v-memory-wide", tuple(
     VMPolicy(rank, None, w, None, turn)
     for rank in itertools.permutations(("B1", "B0", "F1", "F0")) for w in ("fits", "eager") for turn in (True, False)
 ), ChosenBy("not chosen: the whole family that admits by memory alone, in product order; its run order "
-            "(budget.V_WIDE_GRID_ORDER) ranks them by their mean ratio to the best of 480 policies",
-            "V cases at 1.5p (14.6B, 28.3B, 1.5B, 6.2B; p = 4, 8; m = 2p, 4p), not kept in benchmarks/cases.py",
-            "the ranking was chosen on cases not kept; re-derivation pending; python benchmarks/v_placement.py "
-            "re-checks it"))
+            "(V_WIDE_GRID_ORDER) is python benchmarks/tune_list_policies.py --set v-wide's ranking by mean ratio "
+            "to the best of the 864-policy v-memory pool",
+            "the V tuning set of benchmarks/cases.py (v_tuning(), 18 cases)",
+            "tables: benchmarks/results/tune_list_policies_v-wide.md"))
+
+
+#: ``VM_WIDE``'s run order in ``v_memory.wide_candidates`` (indices into its policies; the first
+#: ``V_WIDE_GRID_PER_TRIAL`` per trial of the search run): ``python benchmarks/tune_list_policies.py --set
+#: v-wide``'s ranking, copied from its results JSON (tests/solver/test_list_policies.py checks they agree).
+V_WIDE_GRID_ORDER: tuple[int, ...] = (
+    66, 14, 54, 70, 62, 38, 55, 67, 15, 39, 71, 63, 35, 59, 2, 26, 10, 12, 50, 58, 27, 34, 64, 68, 51, 52, 24, 8,
+    0, 53, 65, 11, 3, 36, 60, 13, 56, 61, 48, 32, 37, 69, 9, 49, 1, 33, 57, 25, 22, 78, 90, 94, 46, 86, 6, 18, 74,
+    30, 42, 82, 76, 20, 88, 4, 84, 44, 16, 72, 80, 40, 92, 28, 47, 7, 23, 79, 31, 43, 91, 95, 87, 29, 41, 19, 75,
+    5, 83, 45, 21, 77, 17, 73, 81, 85, 89, 93
+)
 
 
 @dataclass(frozen=True)
@@ -169,25 +183,21 @@ class ILPolicy:
     alternate: bool = False  # F after B and B after F when both can run (1F1B's steady state)
 
 
-#: The first eight follow the forward sequence (lag 1: the p = 2 ILP optimum's forward order; lag 2: one
-#: round later), F and B alternating as in 1F1B, with either W rule and the IZB warm-up or one more
-#: admission; the next eight keep IZB's warm-up, then run the deepest ready forward (the p = 2 optimum's
-#: first difference, decided op by op); the last two choose each forward freely, deepest chunk first.
-INTERLEAVED = PolicySet("interleaved-memory", tuple(
-    ILPolicy("seq", w, None, extra, lag, True)
-    for lag in (1, 2)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + tuple(
-    ILPolicy("warm-deep", w, None, extra, 1, alternate)
-    for alternate in (True, False)
-    for w in ("fits", "eager")
-    for extra in (0, 1)
-) + (ILPolicy("deep", "fits", None, 0), ILPolicy("deep", "fits", None, 1)),
-    ChosenBy("derived by hand from the ILP optimum's order on one case; the command was not kept",
-             "the 1.5B loop v2 family shrunk to p = 2, m = 4 under IZB's peak as the cap; not in "
-             "benchmarks/cases.py, never the anchors' reported cases",
-             "chosen on cases not kept; re-derivation pending"))
+#: ``python benchmarks/tune_list_policies.py --set interleaved``'s choice, best first: greedy forward
+#: selection over 144 policies (forward rules shallow / switch / deep, warm-deep after IZB's warm-up, the
+#: forward sequence at lag 1 or 2; both W rules; hold None / 0; extra 0 / 1 / 2; alternate or not).
+INTERLEAVED = PolicySet("interleaved-memory", (
+    ILPolicy("warm-deep", "eager", None, 2, 1, True),
+    ILPolicy("deep", "eager", None, 2, None, True),
+    ILPolicy("warm-deep", "fits", None, 2, 1, True),
+    ILPolicy("seq", "eager", None, 2, 2, True),
+    ILPolicy("deep", "eager", None, 2, None, False),
+    ILPolicy("warm-deep", "eager", None, 1, 1, True),
+), ChosenBy("python benchmarks/tune_list_policies.py --set interleaved",
+            "the interleaved tuning set of benchmarks/cases.py (interleaved_tuning(), 18 cases, loop v = 2 / 4, "
+            "caps 1 to 1.25 times IZB's peak)",
+            "rule and tables: benchmarks/results/tune_list_policies_interleaved.md; it replaces 18 policies "
+            "derived by hand from the ILP optimum's order on one p = 2, m = 4 case"))
 
 #: Every named set, for listing (``benchmarks/list_orders.py``) and for the provenance test.
 SETS: tuple[PolicySet, ...] = (GREEDY, ZB_HEAD, V, VM, VM_WIDE, INTERLEAVED)
