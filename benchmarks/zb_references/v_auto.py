@@ -31,6 +31,7 @@ still checked against the cap by our timing.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 
@@ -108,8 +109,10 @@ def build(p: int, m: int, blk: Block, limit: int) -> tuple[g.Grid | None, int]:
     return grid, peak
 
 
+@functools.lru_cache(maxsize=4)
 def search(p: int, m: int, limit: int) -> list[g.Grid]:
-    """Every schedule the authors' search builds, in their visiting order."""
+    """Every schedule the authors' search builds, in their visiting order (cached: it depends on these
+    three numbers only, and callers only read the grids)."""
     out: list[g.Grid] = []
     cache: dict[str, tuple[g.Grid | None, int]] = {}
     for first in first_patterns():
