@@ -1,8 +1,9 @@
 """``auto`` against the zero-bubble authors' heuristics and torch 2.13's orders, case by case.
 
 References (each order timed on the same problem with our timing, dropped when over the cap or
-deadlocked): the authors' automatic ZB-1p / ZB-2p heuristic (loop, v = 1) and their v0.1.0 ZB-V
-generator (V placement), rewritten in ``benchmarks/zb_references/``; torch's orders where they apply
+deadlocked): the authors' automatic ZB-1p / ZB-2p heuristic (loop, v = 1), their v0.1.0 ZB-V
+generator and their later V auto-schedule (V placement), rewritten in ``benchmarks/zb_references/``;
+torch's orders where they apply
 (``benchmarks/torch_orders.py``: interleaved orders for loop v >= 2, ZBV and DualPipeV for V). Then
 ``auto`` at ``--time-limit`` (default 10 s); vs best = (auto - best reference) / best reference,
 negative when auto is better; "worse" counts cases above the reference by more than 1e-6 relative.
@@ -32,7 +33,7 @@ import zb_paper  # noqa: E402
 from cases import Case, tuning  # noqa: E402
 from heldout import heldout  # noqa: E402
 from report import command_line, publish  # noqa: E402
-from zb_references import zb_auto, zbv  # noqa: E402
+from zb_references import v_auto, zb_auto, zbv  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: auto above the best reference by more than this (relative) counts as worse.
@@ -47,10 +48,10 @@ def row(case: Case, time_limit: float) -> tuple[str, float | None]:
     """One table line, and auto's relative difference to the best reference (None without one)."""
     prob = case.problem
     t0 = time.perf_counter()
-    zb, v = zb_auto.zb_auto(prob), zbv.zbv(prob)
+    zb, v, va = zb_auto.zb_auto(prob), zbv.zbv(prob), v_auto.v_auto(prob)
     torch_best = min(torch_orders.torch_candidates(prob), key=lambda t: t.objective, default=None)
     ref_s = time.perf_counter() - t0
-    refs = [t for t in (zb, v, torch_best) if t is not None]
+    refs = [t for t in (zb, v, va, torch_best) if t is not None]
     best = min(refs, key=lambda t: t.objective, default=None)
     t0 = time.perf_counter()
     got = solve(prob, "auto", SolveOptions(time_limit_s=time_limit))
@@ -58,7 +59,7 @@ def row(case: Case, time_limit: float) -> tuple[str, float | None]:
     val = got.objective_value
     vs = None if best is None or val is None else (val - best.objective) / best.objective
     torch_cell = "-" if torch_best is None else f"{torch_best.objective:.2f} ({torch_best.name})"
-    line = (f"| {case.name} | {_cell(zb)} | {_cell(v)} | {torch_cell} | "
+    line = (f"| {case.name} | {_cell(zb)} | {_cell(v)} | {_cell(va)} | {torch_cell} | "
             f"{'-' if val is None else f'{val:.2f}'} {got.status[:3]} | "
             f"{'-' if vs is None else f'{100 * vs:+.3f}%'} | {wall:.1f} | {ref_s:.1f} |")
     print(line, flush=True)
@@ -105,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
              *([f"Measured with the load average at {os.getloadavg()[0]:.1f} (above 2.5): walls are inflated and "
                 "searches cut by the wall clock may end worse than on an idle machine.", ""]
                if os.getloadavg()[0] > 2.5 else []),
-             "| case | ZB auto (authors) | ZB-V generator (authors) | best torch order | auto | vs best | wall (s) "
-             "| ref s |", "|---|---|---|---|---|---|---|---|"]
+             "| case | ZB auto (authors) | ZB-V generator (authors) | V auto-schedule (authors) | best torch order | auto "
+             "| vs best | wall (s) | ref s |", "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     diffs = []
     for case in chosen:
