@@ -90,6 +90,17 @@ class GreedyRun:
         heapq.heappush(self.pending[d], (t, self.key(*op), op))  # type: ignore[arg-type]
         return d, max(self.free[d], t)
 
+    def _lane(self, op: OpId) -> str:
+        return "*" if self.follow else op.kind
+
+    def _own_wake(self, d: int) -> tuple[int, float] | None:
+        """When device ``d``, free from ``free[d]``, next looks: then if an op waits in a lane, else when
+        its next op arrives (None: nothing is on its way)."""
+        if any(self.avail[d].values()):
+            return d, self.free[d]
+        queue = self.pending[d]
+        return (d, max(self.free[d], queue[0][0])) if queue else None
+
     def _kinds(self, d: int) -> Sequence[str]:
         if self.policy.alternate:
             return ("F", "B", "W") if self.last[d] == "B" else ("B", "F", "W")
@@ -123,10 +134,9 @@ class GreedyRun:
     def look(self, d: int, t: float) -> tuple[float, Item | None]:
         """Device ``d``'s decision at wake ``t``: (start, op), or (when to look again, None)."""
         queue, lanes = self.pending[d], self.avail[d]
-        follow = self.follow
         while queue and queue[0][0] <= t:
             ready, k, op = heapq.heappop(queue)
-            heapq.heappush(lanes["*" if follow else op.kind], (k, ready, op))
+            heapq.heappush(lanes[self._lane(op)], (k, ready, op))
         chosen = self._pick(d)
         if chosen is None:
             return (queue[0][0] if queue else math.inf), None  # look again when the next op arrives
@@ -134,7 +144,7 @@ class GreedyRun:
         if self.policy.patient and queue:
             arrival, k_next, _ = queue[0]
             if k_next[0] < k[0] and arrival < t + self.inst.duration[op.kind][op.stage]:
-                heapq.heappush(lanes["*" if follow else op.kind], chosen)  # a higher-ranked op arrives before this would end
+                heapq.heappush(lanes[self._lane(op)], chosen)  # a higher-ranked op arrives before this would end
                 return arrival, None
         return max(self.free[d], ready), chosen
 
@@ -167,20 +177,11 @@ class GreedyRun:
                 wakes.append(release(OpId("B", s - 1, i), end + self.link_next[s - 1]))
             if inst.split_backward:
                 wakes.append(release(OpId("W", s, i), end))
-        queue = self.pending[d]
-        if any(self.avail[d].values()):
-            wakes.append((d, end))
-        elif queue:
-            wakes.append((d, max(end, queue[0][0])))
+        if (own := self._own_wake(d)) is not None:
+            wakes.append(own)
         return wakes
 
     def relax(self) -> list[tuple[int, float]]:
         """Strict following stalled: from now on run without waiting for the recipe's order; the wakes."""
         self.relaxed = True
-        wakes = []
-        for d in range(self.inst.devices):
-            if any(self.avail[d].values()):
-                wakes.append((d, self.free[d]))
-            elif self.pending[d]:
-                wakes.append((d, max(self.free[d], self.pending[d][0][0])))
-        return wakes
+        return [w for d in range(self.inst.devices) if (w := self._own_wake(d)) is not None]
