@@ -65,6 +65,7 @@ from pipesched.solver.timing.simulate import DeadlockError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import Case, interleaved_tuning, v_tuning  # noqa: E402
+from forward_select import forward_select  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
 #: The sets before this re-derivation (1668ad5), chosen on cases not kept: for comparison, and for MAX_SIZE.
@@ -177,19 +178,8 @@ def score(tables: Sequence[Table], refs: Sequence[float], chosen: Sequence[Any])
 
 def select(tables: Sequence[Table], refs: Sequence[float], pool: Sequence[Any],
            max_size: int) -> list[tuple[Any, float, float]]:
-    """Greedy forward selection: [(policy, score after, gain)] in selection order."""
-    chosen: list[Any] = []
-    now = score(tables, refs, chosen)
-    trace = []
-    while len(chosen) < max_size:
-        after, k = min((score(tables, refs, [*chosen, c]), k) for k, c in enumerate(pool) if c not in chosen)
-        if now - after < MIN_GAIN:
-            break
-        chosen.append(pool[k])
-        trace.append((pool[k], after, now - after))
-        print(f"  + {pool[k]}: excess {100 * after:.3f}% (gain {100 * (now - after):.3f} points)", file=sys.stderr)
-        now = after
-    return trace
+    """Greedy forward selection (:func:`forward_select`): [(policy, score after, gain)] in selection order."""
+    return forward_select(lambda chosen: score(tables, refs, chosen), pool, [], max_size, MIN_GAIN)
 
 
 def rank_wide(tables: Sequence[Table], refs: Sequence[float]) -> list[tuple[int, float]]:

@@ -44,6 +44,7 @@ from pipesched.solver.timing.simulate import DeadlockError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import Case, development, tuning  # noqa: E402
+from forward_select import forward_select  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
 #: ``auto``'s time limits the grid is cut for: 1 s (the README's batch sweep), 10 s (the held-out
@@ -146,15 +147,8 @@ def choose(tables: list[Table]) -> tuple[list[Policy], list[tuple[Policy, float,
     score = excess(tables, refs, head)
     trace = [(head[0], score, excess(tables, refs, []) - score)]
     print(f"  first {head[0]}: alone worst {100 * alone(head[0])[0]:.2f}%", file=sys.stderr)
-    while len(head) < MAX_HEAD:
-        best = min((excess(tables, refs, [*head, c]), k) for k, c in enumerate(cands) if c not in head)
-        gain = score - best[0]
-        if gain < MIN_GAIN:
-            break
-        head.append(cands[best[1]])
-        trace.append((head[-1], best[0], gain))
-        score = best[0]
-        print(f"  + {head[-1]}: excess {100 * score:.3f}% (gain {100 * gain:.3f} points)", file=sys.stderr)
+    trace += forward_select(lambda h: excess(tables, refs, h), cands, head, MAX_HEAD, MIN_GAIN)
+    head = [p for p, _, _ in trace]
     return head, trace
 
 
