@@ -1,10 +1,10 @@
 """What each phase of a solve costs per op, against the figure the budget charges for it.
 
-The portfolio sizes every phase from the nominal time limit with per-op costs in
-``solver/budget/__init__.py``; those figures are idle-core measurements rounded up, about doubled for a
-shared machine. This re-measures each one (CPU seconds, best of three, so the load of the machine enters
-as little as it can) on a few shapes and prints the constant beside the largest measurement and their
-ratio: a ratio below 1 means the budget under-charges that phase and a solve may overrun its limit.
+The portfolio sizes every phase from the nominal time limit with the per-op costs of
+``solver/budget/per_op.py``, one field a phase, named as this script names its measurement; those
+figures are idle-core measurements rounded up, about doubled for a shared machine. This re-measures
+each one (CPU seconds, best of three, so the load of the machine enters as little as it can) on a few
+shapes and prints the charged figure beside the largest measurement and their ratio: a ratio below 1 means the budget under-charges that phase and a solve may overrun its limit.
 
     python benchmarks/phase_costs.py [--out benchmarks/results/phase_costs.md]
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from pipesched.solver import budget as B
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.method import Method
 from pipesched.solver.exact.cpsat.formulation import OpGraph, build
+from pipesched.solver.exact.cpsat.relaxations import contracted_graph
 from pipesched.solver.exact.cpsat.run import horizon_value, model_lower
 from pipesched.solver.exact.cpsat.scaling import Scaling
 from pipesched.solver.heuristics.interleaved_memory import POLICIES as IL_POLICIES
@@ -54,6 +56,10 @@ def _problem(p: int, m: int, v: int, placement: str, objective: str = "makespan"
                    memory={"forward": 1.0 / v, "backward_input": 0.0, "backward_weight": -1.0 / v,
                            "limit": 1.5 * p / v})
 
+
+#: Every field of :class:`pipesched.solver.budget.PerOpCosts`: each is measured on at least one shape
+#: (``tests/solver/test_phase_costs_fields.py`` checks that ``measure`` names each and nothing else).
+MEASURED_FIELDS = tuple(f.name for f in dataclasses.fields(B.PerOpCosts))
 
 SHAPES = {
     "loop v1 p8 m32 span": _problem(8, 32, 1, "loop", "stage_span"),
@@ -90,42 +96,56 @@ def measure(problem: Problem) -> dict[str, float]:
     fixed = [m for m in methods() if m.role == "recipe" and m.applies(problem) is None]
     searches = [m for m in methods() if m.role == "search" and m.applies(problem) is None and m.name != "v-memory"]
     # a recipe over the cap is refused after its work: time each where it is not
-    out["FIXED_RECIPE_S_PER_OP"] = max(cpu(lambda m=m: m.run(uncapped, options)) for m in fixed) / n
-    out["RECIPE_S_PER_OP"] = max(cpu(lambda m=m: _run_or_refused(m, problem, options), 1) for m in searches) / n
-    out["COMPACT_S_PER_OP"] = cpu(lambda: compact(inst, order)) / n
-    out["TRIAL_S_PER_OP"] = cpu(lambda: simulate(inst, order)) / n  # a trial is one re-timing of the order
+    out["fixed_recipe"] = max(cpu(lambda m=m: m.run(uncapped, options)) for m in fixed) / n
+    out["recipe"] = max(cpu(lambda m=m: _run_or_refused(m, problem, options), 1) for m in searches) / n
+    out["compact"] = cpu(lambda: compact(inst, order)) / n
+    out["trial"] = cpu(lambda: simulate(inst, order)) / n  # a trial is one re-timing of the order
     if inst.objective == "stage_span" and n <= B.EXACT_TIMING_OPS:
-        out["RETIME_S_PER_OP"] = cpu(lambda: retime(inst, order), 1) / n
+        out["retime"] = cpu(lambda: retime(inst, order), 1) / n
     start = simulate(inst, order)
-    out["FINISH_S_PER_OP + FINALIZE_S_PER_OP"] = cpu(lambda: finalize(problem, "x", start, inst=inst)) / n
-    out["SETUP_S_PER_OP"] = cpu(lambda: first_schedule(problem, inst, "x", 0.0, time.perf_counter()), 1) / n
+    out["finalize"] = cpu(lambda: finalize(problem, "x", start, inst=inst)) / n
+    out["setup"] = cpu(lambda: first_schedule(problem, inst, "x", 0.0, time.perf_counter()), 1) / n
     sc = Scaling.of(inst)
     objective = Incumbent.of(inst, order).objective
-    out["BUILD_S_PER_OP"] = cpu(lambda: build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, objective),
+    out["build"] = cpu(lambda: build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, objective),
                                               lower=model_lower(inst, sc, 0.0), upper=sc.up(objective) + 1), 1) / n
+    first_last = [0] if inst.devices == 1 else [0, inst.devices - 1]
+    out["relax"] = cpu(lambda: [build(inst, sc, contracted_graph(inst, sc, d), horizon=horizon_value(inst, sc, objective),
+                                      lower=model_lower(inst, sc, 0.0), upper=sc.up(objective) + 1)
+                                for d in first_last], 1) / n
     count = 8
     grid = cpu(lambda: zb_candidates(inst, count * n / B.GRID_OPS_PER_SECOND), 1)
     out["GRID_OPS_PER_SECOND"] = count * n / grid if grid > 0 else float("inf")
     if il_applies(inst):
-        out["INTERLEAVED_MEMORY_S_PER_OP"] = cpu(lambda: interleaved_candidates(inst, keep=1), 1) / (n * len(IL_POLICIES))
+        out["interleaved_memory"] = cpu(lambda: interleaved_candidates(inst, keep=1), 1) / (n * len(IL_POLICIES))
         trials = Trials(50)
         spent = cpu(lambda: interleaved_candidates(inst, keep=1, trials=trials), 1)
         used = 50 - trials.left
         if used:
-            out["INTERLEAVED_TRIAL_S_PER_OP"] = (spent - out["INTERLEAVED_MEMORY_S_PER_OP"] * n * len(IL_POLICIES)) / (n * used)
+            out["interleaved_trial"] = (spent - out["interleaved_memory"] * n * len(IL_POLICIES)) / (n * used)
     if inst.placement == "loop" and inst.stages_per_device == 1 and inst.split_backward:
-        out["ZB_AUTO_S_PER_OP"] = cpu(lambda: zb_auto_candidates(inst, keep=1), 1) / n
+        out["zb_auto"] = cpu(lambda: zb_auto_candidates(inst, keep=1), 1) / n
     if inst.placement == "v" and inst.split_backward:
-        out["ZBV_S_PER_OP"] = cpu(lambda: zbv_candidates(inst, keep=1), 1) / n
-        out["ZBV_LARGE_S_PER_OP"] = cpu(lambda: zbv_candidates(inst, keep=1, full=False), 1) / n
+        out["zbv"] = cpu(lambda: zbv_candidates(inst, keep=1), 1) / n
+        out["zbv_large"] = cpu(lambda: zbv_candidates(inst, keep=1, full=False), 1) / n
     if vm_applies(inst):
-        out["V_MEMORY_S_PER_OP"] = cpu(lambda: vm_candidates(inst, keep=1, trials=0), 1) / (n * (len(VM_POLICIES) + 2))
-        out["V_WIDE_S_PER_OP"] = cpu(lambda: list(v_policy_orders(inst, WIDE_GRID[:16], float("inf"), "wide")), 1) / (n * 16)
+        out["v_memory"] = cpu(lambda: vm_candidates(inst, keep=1, trials=0), 1) / (n * (len(VM_POLICIES) + 2))
+        out["v_wide"] = cpu(lambda: list(v_policy_orders(inst, WIDE_GRID[:16], float("inf"), "wide")), 1) / (n * 16)
     return out
 
 
 #: Constants charged as seconds: measured must be at most the constant. GRID_OPS_PER_SECOND is a rate.
 RATES = ("GRID_OPS_PER_SECOND",)
+
+
+def charged_for(name: str) -> float:
+    """What the budget charges for a measured phase: a field of ``PER_OP``, or a budget constant by name.
+    finalize is charged with the policy margin ``FINISH_S_PER_OP`` on top (:func:`budget.finish_margin`)."""
+    if name == "finalize":
+        return B.PER_OP.finalize + B.FINISH_S_PER_OP
+    if name in MEASURED_FIELDS:
+        return float(getattr(B.PER_OP, name))
+    return float(getattr(B, name))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = ["| constant | charged | measured (worst shape, CPU) | shape | charged / measured |", "|---|---|---|---|---|"]
     for constant in sorted(worst):
         value, shape = worst[constant]
-        charged = sum(getattr(B, name.strip()) for name in constant.split("+"))
+        charged = charged_for(constant)
         ratio = value / charged if constant in RATES else charged / value if value > 0 else float("inf")
         rows.append(f"| `{constant}` | {charged:.3g} | {value:.3g} | {shape} | {ratio:.2f} |")
     text = "\n".join([

@@ -6,7 +6,7 @@ the problem not timed) while a second process spins a busy loop (``while True: p
 whole run, so the solve shares the 2 cores with it and with whatever else runs. Cases: the
 zero-bubble 1.5B profile (``benchmarks/large_problems.py``'s builder), loop, v = 1, stage span,
 cap 2p x M_B. The contract (docs/limits.md): wall <= 1.1 x limit + 1 s, except where the set-up
-alone (one heuristic order, its timing and finalize: ``SETUP_S_PER_OP`` per op in
+alone (one heuristic order, its timing and finalize: ``PER_OP.setup`` per op in
 ``solver/budget/``) exceeds that, when the first heuristic schedule comes back at once and its
 ``reason`` says so.
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from large_problems import measure  # noqa: E402
 from report import command_line, publish  # noqa: E402
 
-from pipesched.solver.budget import SETUP_S_PER_OP  # noqa: E402
+from pipesched.solver.budget import PER_OP  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "time_limits_under_load.md"
 SIZES = ((4, 8), (8, 32), (16, 64), (32, 256), (64, 512), (64, 1024))
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(1 min) during the runs: {min(loads):.1f} to {max(loads):.1f} on 2 cores (the busy loop alone adds 1)"
         + (": a shared machine, above 2.5" if max(loads) > 2.5 else "") + ".",
         "",
-        f"Set-up estimate: {SETUP_S_PER_OP:g} s per op (`SETUP_S_PER_OP`); a limit below it returns the first "
+        f"Set-up estimate: {PER_OP.setup:g} s per op (`PER_OP.setup`); a limit below it returns the first "
         f"heuristic schedule at once. {over} of {len(rows)} solves were over 1.1 x limit + 1 s.",
         "",
         "| case | ops | limit s | wall (CPU) s | wall / limit | within | peak RSS MB | status | reason |",

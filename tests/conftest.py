@@ -14,6 +14,7 @@ import fcntl
 import os
 import signal
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,12 +46,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: nothing runs beside it
         yield
         return
+    t0 = time.time()
     with open(_lock_path(), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("exclusive") else fcntl.LOCK_SH)
+        t1 = time.time()
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+            _record(item, t0, t1)
+
+
+def _record(item: pytest.Item, asked: float, locked: float) -> None:
+    """With ``PIPESCHED_TEST_TIMELINE=FILE``, one line per test: worker, when it asked for the lock, got
+    it and ended (epoch seconds), its id: where the suite's time goes, lock waits included
+    (docs/development.md)."""
+    path = os.environ.get("PIPESCHED_TEST_TIMELINE")
+    if path:
+        with open(path, "a") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER')}\t{asked:.3f}\t{locked:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
 
 
 _SIGINT_AT_START = signal.getsignal(signal.SIGINT)

@@ -6,6 +6,7 @@ and shares (never from the clock, so an answer repeats), and they must agree on 
 marked *measured* says what was timed; one marked *policy* is a choice, and the checks below are
 what would show it wrong. Re-measure after changing the code a constant times:
 
+- the per-op cost of each phase (:class:`PerOpCosts`, one record): ``python benchmarks/phase_costs.py``;
 - CP-SAT's deterministic clock and load overshoots: ``python benchmarks/cpsat_dtime.py``
   (``--only zb --time-limit 60`` for the memory-resource rate);
 - every per-op cost and share together, "does auto return within its limit":
@@ -17,11 +18,15 @@ what would show it wrong. Re-measure after changing the code a constant times:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..core.instance import Instance
 from .clock import Budget as Budget
 from .clock import note_wall_cut as note_wall_cut
 from .clock import records_wall_cuts as records_wall_cuts
 from .clock import wall_cuts as wall_cuts
+from .per_op import PER_OP as PER_OP
+from .per_op import PerOpCosts as PerOpCosts
 
 # --- CP-SAT's deterministic clock -------------------------------------------------------------
 
@@ -42,20 +47,12 @@ PRECEDENCES_DTIME_PER_SECOND = 0.12
 #: limit at about two thirds of its wall time; short searches (a few seconds) still end on the wall.
 RESOURCE_DTIME_PER_SECOND = 0.3
 
-# --- per-op costs of the phases (wall seconds) ---------------------------------------------------
+# --- sizes and overshoots of the phases (wall seconds; per-op costs: per_op.py) ------------------
 
 #: Largest op count for which the optimal fixed-order timing (Bellman-Ford rounds) is affordable.
-#: Policy: at :data:`RETIME_S_PER_OP` the exact re-timing of 800 ops is charged 1.2 s, about a tenth of a
+#: Policy: at :attr:`PerOpCosts.retime` the exact re-timing of 800 ops is charged 1.2 s, about a tenth of a
 #: 10 s limit.
 EXACT_TIMING_OPS = 800
-#: Measured wall seconds per op of one exact stage-span re-timing (its Dinkelbach rounds of pure-Python
-#: Bellman-Ford): 0.72 s for a near-optimal 576-op zero-bubble order on an idle core, 1.25 ms/op. The
-#: earlier 0.5 ms/op let ``auto`` end 0.6-0.7 s past a 60 s limit on the paper cases.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-RETIME_S_PER_OP = 1.5e-3
-#: Measured wall seconds per op (one core, about doubled for a shared machine) of building the full model.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-BUILD_S_PER_OP = 1e-4
 #: Wall seconds a CP-SAT solve may run past ``max_time_in_seconds``: loading the model and the first
 #: hint search do not look at the clock (measured 0.2-0.4 s on 400-1500-op memory-capped models, even
 #: with a 0.05 s limit). Callers with a deadline stop the search this much earlier.
@@ -79,19 +76,6 @@ LP_S_PER_OP = 1.2e-3
 #: of (ops on it)^2 skips both; with them, a 10 s ``auto`` at p = 16, m = 64 ran 16 s (docs/limits.md).
 SETUP_S_PER_PAIR = 2.5e-5
 
-#: Measured wall seconds per op (one core, about doubled for a shared machine) of one classic recipe
-#: or greedy run (incl. its validation) and of the relaxations' set-up .
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-RECIPE_S_PER_OP = 3e-4
-RELAX_S_PER_OP = 1.5e-4
-#: Wall seconds per op of :func:`pipesched.solver.timing.retime.compact` (two simulator passes), the
-#: re-timing used above :data:`EXACT_TIMING_OPS` or for makespan; set with the other per-op costs in
-#: 6168dfa ("every phase sized from the nominal time limit"), an upper estimate, not a fit.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-COMPACT_S_PER_OP = 5e-5
-#: Measured wall seconds per op of one local-search trial (re-timing the order), about doubled for a shared machine.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-TRIAL_S_PER_OP = 1.6e-5
 
 #: Seconds kept back at the end of ``auto`` and ``cpsat`` for reading the answer, re-timing and
 #: validating it: a fixed part and a part per op (policy margins, set in 9ffa504 / 6168dfa; the
@@ -150,20 +134,13 @@ FULL_MODEL_OPS = 4000
 #: it would always stop on the wall and hand a load-dependent incumbent to the portfolio.
 #: Re-measured by ``python benchmarks/unit_costs.py``.
 SINGLE_MAX_S = 2.0
-#: After this share of the budget the portfolio stops trying further recipes.
-#: Policy: the heuristics' orders are every later phase's start, and ``auto`` must never be worse than a
-#: recipe it contains, so they get the largest share; their own estimates decide within it.
-HEURISTIC_SHARE = 0.4
-#: Share of the nominal budget the zero-bubble grid is sized for (:func:`pipesched.solver.heuristics.zb_policies.policies`).
-#: Policy; ``python benchmarks/zb_paper.py`` shows what the grid finds at this share.
-GRID_SHARE = 0.25
 
 
 def retime_cost(inst: Instance) -> float:
     """Estimated wall seconds of :func:`pipesched.solver.timing.retime.retime` (only the exact stage-span timing costs much)."""
     ops = inst.num_ops
     exact = inst.objective == "stage_span" and ops <= EXACT_TIMING_OPS
-    return RETIME_S_PER_OP * ops if exact else COMPACT_S_PER_OP * ops
+    return PER_OP.retime * ops if exact else PER_OP.compact * ops
 
 
 #: The per-op costs here are idle-core figures about doubled for a shared machine: the slowdown they cover.
@@ -185,19 +162,19 @@ def finish_margin(inst: Instance, slowed: float = 1.0) -> float:
     """Seconds kept back for reading the answer, re-timing and validating it (grows with the op count),
     stretched when the machine is measured ``slowed`` times slower than an idle core, beyond what the
     per-op figures already cover (issue 12: at a load average of 14, finalize at 98k ops took 20 s)."""
-    return (FINISH_S + (FINISH_S_PER_OP + FINALIZE_S_PER_OP) * inst.num_ops) * max(1.0, slowed / SHARED_SLOWDOWN)
+    return (FINISH_S + (FINISH_S_PER_OP + PER_OP.finalize) * inst.num_ops) * max(1.0, slowed / SHARED_SLOWDOWN)
 
 
 def search_cost(inst: Instance) -> float:
     """Least wall seconds a full-model CP-SAT search must have to be worth starting: building the
     model, CP-SAT's load overshoot, re-timing the answer, and :data:`SEARCH_MIN_S` of search."""
-    return BUILD_S_PER_OP * inst.num_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + SEARCH_MIN_S
+    return PER_OP.build * inst.num_ops + CPSAT_OVERSHOOT_S + retime_cost(inst) + SEARCH_MIN_S
 
 
 def trials_for(inst: Instance, seconds: float) -> int:
     """How many trial swaps of :func:`pipesched.solver.heuristics.swap_past_w.polish` fit in a nominal
     budget of ``seconds`` (deterministic: a count, not a clock)."""
-    return int(seconds / (TRIAL_S_PER_OP * max(1, inst.num_ops)))
+    return int(seconds / (PER_OP.trial * max(1, inst.num_ops)))
 
 
 # --- sizes of the zero-bubble grid (:mod:`pipesched.solver.heuristics.zero_bubble`) -------------
@@ -209,12 +186,6 @@ GRID_WORK = 250_000
 #: Kept this conservative below :data:`FULL_MODEL_OPS` (where bounds, recipes and CP-SAT follow the grid
 #: and need their share even on a busy machine) although the grid is now faster (see the next constant).
 GRID_OPS_PER_SECOND = 20_000
-#: The same rate used above :data:`FULL_MODEL_OPS`, where the grid is the whole search (no model
-#: follows) and the wall-clock net, not the estimate, protects the limit: since f3427f9 one order and its
-#: timing take 0.15 s of CPU at 24.6k ops and 0.76 s at 98k ops (CPU time, so the load of the shared
-#: machine does not enter: ``python benchmarks/large_problems.py`` prints it), about 130k/s; halved for
-#: a shared machine and rounded down (:func:`grid_seconds`).
-LARGE_GRID_OPS_PER_SECOND = 60_000
 #: Most policies the grid tries on any problem: the head (:data:`~pipesched.solver.heuristics.zb_policies.HEAD`, chosen on the tuning set) plus the
 #: first of the rest; set in 0c01842 together with the stage-scaled warm-up (policy).
 GRID_MAX_POLICIES = 48
@@ -256,28 +227,6 @@ CBC_START_S = 0.05
 
 # --- large problems and the wall-clock guard (issue 12) -------------------------------------------
 
-#: Above :data:`FULL_MODEL_OPS` ops neither CP-SAT model runs, so nothing after the heuristics looks
-#: for a better order but the local search: the grid is sized for this share of the nominal limit
-#: instead of :data:`GRID_SHARE`, and the heuristics' wall net moves from :data:`HEURISTIC_SHARE` to
-#: :data:`LARGE_HEURISTIC_SHARE` (policy: the retiming and polish shares stay as they are, and the
-#: finish margin below covers the rest).
-LARGE_GRID_SHARE = 0.5
-LARGE_HEURISTIC_SHARE = 0.65
-
-#: Seconds per op of what every answer costs however short its limit: one order of the
-#: zero-bubble grid, its timing (:func:`pipesched.solver.timing.retime.compact`) and
-#: :func:`pipesched.solver.timing.finalize.finalize` (the ops as pydantic objects, the closed-form bound,
-#: the validator): the first-schedule answer took 0.84 s of CPU at 24.6k ops and 4.4 s at 98k ops
-#: (34-45 us per op; CPU time, the idle-machine equivalent: ``python benchmarks/large_problems.py``,
-#: column "first schedule"); doubled for a shared machine. A problem whose set-up does not fit its
-#: limit gets that first schedule at once (:func:`setup_cost`).
-SETUP_S_PER_OP = 9e-5
-#: What :func:`finish_margin` keeps back per op for :func:`pipesched.solver.timing.finalize.finalize`
-#: on top of :data:`FINISH_S_PER_OP`: finalize without its bound measured 17-19 us of CPU per op at
-#: 24.6k and 98k ops (``time.process_time`` around it, issue 12), so the two together (40 us) are about
-#: twice it, for a shared machine.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-FINALIZE_S_PER_OP = 1e-5
 #: Resident memory per op of a solve, above the interpreter's own ~100 MB (pipesched, pydantic and
 #: OR-Tools imported), for the heuristics, re-timing and schedule: peak RSS 325 MB at 98k ops (2.3 KB
 #: per op), 154 MB at 24.6k ops (2.2 KB per op), both with a 60 s limit: ``python
@@ -286,55 +235,66 @@ FINALIZE_S_PER_OP = 1e-5
 MEMORY_BYTES_PER_OP = 4_000
 
 
+@dataclass(frozen=True)
+class SizeClass:
+    """How ``auto`` shares its limit among the heuristic phases on problems of one size class. Two
+    classes because above :data:`FULL_MODEL_OPS` ops no CP-SAT model follows the heuristics: nothing
+    after them looks for a better order but the local search, so they get more of the limit."""
+
+    #: Share of the nominal limit the zero-bubble grid is sized for
+    #: (:func:`pipesched.solver.heuristics.zb_policies.policies`).
+    grid_share: float
+    #: Share of the limit after which (wall clock) the heuristics stop once one order is found.
+    heuristic_share: float
+    #: Op-policy products of the grid built and timed per nominal second (:func:`grid_seconds`).
+    grid_ops_per_second: float
+
+
+#: Problems CP-SAT's full model still follows. Policy: the heuristics' orders are every later phase's
+#: start, and ``auto`` must never be worse than a recipe it contains, so they get the largest share
+#: (also the least they are charged, :mod:`pipesched.solver.portfolio.candidates`); their own estimates
+#: decide within it. ``python benchmarks/zb_paper.py`` shows what the grid finds at its share.
+MODELLED = SizeClass(grid_share=0.25, heuristic_share=0.4, grid_ops_per_second=GRID_OPS_PER_SECOND)
+#: Above :data:`FULL_MODEL_OPS` ops (policy: the retiming and polish shares stay as they are, and the
+#: finish margin covers the rest). The grid is the whole search there and the wall-clock net, not the
+#: estimate, protects the limit, so its rate is the measured one: since f3427f9 one order and its timing
+#: take 0.15 s of CPU at 24.6k ops and 0.76 s at 98k ops (``python benchmarks/large_problems.py`` prints
+#: it), about 130k/s; halved for a shared machine and rounded down.
+HEURISTICS_ONLY = SizeClass(grid_share=0.5, heuristic_share=0.65, grid_ops_per_second=60_000)
+
+
+def size_class(inst: Instance) -> SizeClass:
+    """The size class of ``inst``: whether a CP-SAT model will follow its heuristics."""
+    return HEURISTICS_ONLY if inst.num_ops > FULL_MODEL_OPS else MODELLED
+
+
 def grid_share(inst: Instance) -> float:
     """Share of the nominal limit the zero-bubble grid is sized for (larger where no model follows)."""
-    return LARGE_GRID_SHARE if inst.num_ops > FULL_MODEL_OPS else GRID_SHARE
+    return size_class(inst).grid_share
 
 
 def grid_seconds(inst: Instance, limit: float) -> float:
     """The nominal seconds to size the grid with (:func:`pipesched.solver.heuristics.zb_policies.policies`
-    counts them at :data:`GRID_OPS_PER_SECOND`): its share of ``limit``, counted at
-    :data:`LARGE_GRID_OPS_PER_SECOND` above :data:`FULL_MODEL_OPS` ops."""
-    if inst.num_ops > FULL_MODEL_OPS:
-        return LARGE_GRID_SHARE * limit * LARGE_GRID_OPS_PER_SECOND / GRID_OPS_PER_SECOND
-    return GRID_SHARE * limit
+    counts them at :data:`GRID_OPS_PER_SECOND`): its share of ``limit``, scaled to its class's rate."""
+    c = size_class(inst)
+    seconds = c.grid_share * limit
+    if c.grid_ops_per_second == GRID_OPS_PER_SECOND:
+        return seconds
+    return seconds * c.grid_ops_per_second / GRID_OPS_PER_SECOND
 
 
 def heuristic_share(inst: Instance) -> float:
     """Share of the limit after which (wall clock) the heuristics stop once one order is found."""
-    return LARGE_HEURISTIC_SHARE if inst.num_ops > FULL_MODEL_OPS else HEURISTIC_SHARE
+    return size_class(inst).heuristic_share
 
 
 def setup_cost(inst: Instance) -> float:
     """Estimated wall seconds of the first schedule (one grid order, its timing, finalize)."""
-    return SETUP_S_PER_OP * inst.num_ops
+    return PER_OP.setup * inst.num_ops
 
 
 # --- auto's recipes and small problems (:mod:`pipesched.solver.portfolio.candidates`, ``.small``) ---
 
-#: The zero-bubble authors' constructions (:mod:`pipesched.solver.heuristics.zb_auto`, ``.zbv_greedy``):
-#: wall seconds per op of ``zb_auto_candidates`` (16 constructions, screening, two compactions; measured
-#: 1.1-1.2e-4 at 2.3k-12k ops, load 4-6) and of ``zbv_candidates`` (8 chains of runs; 1.9-2.5e-4 at
-#: 4.6k-25k ops), rounded up; ``ZBV_LARGE_S_PER_OP`` is the reduced set ``auto`` runs above ``FULL_MODEL_OPS``
-#: (the median-cost view with ``fill_f`` on, whose chains built the best order on every V tuning case above
-#: 4000 ops). Re-measured by ``python benchmarks/phase_costs.py``.
-ZB_AUTO_S_PER_OP = 1.5e-4
-ZBV_S_PER_OP = 3e-4
-ZBV_LARGE_S_PER_OP = 1e-4
-#: Measured wall seconds per op of one fixed recipe (build the order, simulate, validate): 0.056-0.13 s
-#: at 3072 ops and 0.9-1.2 s at 24.6k ops with the machine's load average near 4, i.e. 2e-5 to 5e-5;
-#: rounded up for a busier machine (the greedy scheduler measured 1.1e-4 to 1.7e-4: ``RECIPE_S_PER_OP``).
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-FIXED_RECIPE_S_PER_OP = 6e-5
-#: Wall seconds per op and policy of the interleaved memory greedy's grid, its timing included
-#: (:mod:`pipesched.solver.heuristics.interleaved_memory`; measured 1.1e-5 to 4.6e-5 at 192-1536 ops
-#: with the load average at 4.7, rounded up).
-INTERLEAVED_MEMORY_S_PER_OP = 6e-5
-#: Wall seconds per op and order of the V tight-cap orders (:mod:`pipesched.solver.heuristics.v_memory`:
-#: each list-scheduler policy, ZB-V's order and its deferred-W form, timing included; measured 1.5e-5 to
-#: 1.9e-5 at 192-3072 ops, 14.6B profile, caps 1p and 1.5p, load average 2; rounded up for a busier
-#: machine). Its order search is charged per trial at :data:`TRIAL_S_PER_OP` (measured 2.6e-6 to 3.9e-6).
-V_MEMORY_S_PER_OP = 6e-5
 #: The V tight-cap orders' second search (:mod:`pipesched.solver.heuristics.v_memory`): the interleaved
 #: critical-chain search (:func:`~pipesched.solver.heuristics.interleaved_local.local_search`) from each
 #: order found, on this many trials per trial of the first search (a count; more trials only ever add
@@ -353,11 +313,6 @@ V_LOCAL_SEARCH_SHARE = 1.0
 #: (7.6e-6 against 2.3e-6 s per op, 14.6B p8 m32 1.5p), so the grid costs about what the first search
 #: does; all 96 run from 60 s at p = 8, m = 32, the first 54 at 10 s and 1152 ops (policy).
 V_WIDE_GRID_PER_TRIAL = 1.0
-#: Wall seconds per op and policy of that wide grid, its timing included, as ``auto`` charges it (measured
-#: 7.6e-6 at 14.6B p8 m32 1.5p; rounded up by the same margin as :data:`V_MEMORY_S_PER_OP`, whose 6e-5
-#: would book about 3.7 s of a 10 s limit for what takes 0.5 s). The two searches that follow it are
-#: charged :data:`TRIAL_S_PER_OP` per trial each.
-V_WIDE_S_PER_OP = 2.5e-5
 #: How many places an op may jump in one move of the interleaved order search
 #: (:mod:`pipesched.solver.heuristics.interleaved_local`): 8 beat 4 on its tuning set (mean 0.87% against
 #: 0.82% below the better of IZB and the interleaved greedy, never worse on a case).
@@ -373,10 +328,6 @@ INTERLEAVED_LOCAL_STARTS = 8
 #: Policy: run to its end at 60 s on the anchors' sizes (385-2753 trials at 192-1536 ops), where CP-SAT
 #: on these capped models does not improve the heuristics' best; at 10 s it stops partway on the larger ones.
 INTERLEAVED_SEARCH_SHARE = 0.3
-#: Wall seconds per op and trial of that search (one order timed, the tails' re-choosing spread over
-#: them): measured 2.1e-6 to 8.3e-6 at 192-1536 ops, unbounded runs, load about 1; rounded up.
-#: Re-measured by ``python benchmarks/phase_costs.py``.
-INTERLEAVED_TRIAL_S_PER_OP = 1e-5
 #: Problems up to this many ops go to the ILP before CP-SAT (``docs/design/v-tiny-diagnosis.md``).
 #: Policy: the largest size of the sweep the ILP proved every case of
 #: (:mod:`pipesched.solver.portfolio.small`).

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ..budget import FULL_MODEL_OPS, HEURISTIC_SHARE, heuristic_share, note_wall_cut
+from ..budget import FULL_MODEL_OPS, MODELLED, heuristic_share, note_wall_cut
 from ..core.errors import InvalidScheduleError, NotApplicableError
 from ..core.method import Method, Role, SolveOptions
 from ..core.problem import Problem
@@ -77,7 +77,7 @@ class RecipesPhase:
     :attr:`~pipesched.solver.core.method.Method.cost_per_op`.
 
     Why every one whenever they fit: ``auto`` must never be worse than a method it contains. When all of
-    them together fit ``HEURISTIC_SHARE`` of the nominal limit they all run, whatever the grid took (the
+    them together fit ``MODELLED.heuristic_share`` of the nominal limit they all run, whatever the grid took (the
     clock only skips one that would end past the method's deadline above ``FULL_MODEL_OPS``, and says
     so); otherwise (very large problems or tiny limits) the cheapest run first while they fit the share
     the grid left, with the clock as the net once some order was found, and a fixed recipe (one
@@ -107,7 +107,7 @@ class RecipesPhase:
     def run(self, s: Search) -> None:
         recipes, budget = self.costed(s), s.budget
         large = s.inst.num_ops > FULL_MODEL_OPS
-        if sum(c for c, _ in recipes) <= HEURISTIC_SHARE * s.limit:  # all of them ...
+        if sum(c for c, _ in recipes) <= MODELLED.heuristic_share * s.limit:  # all of them ...
             budget.charge(sum(c for c, _ in recipes))
             for cost, m in recipes:  # ... unless the method's wall deadline would pass (then it says so)
                 if s.found and large and not budget.wall_fits(cost, "recipes"):

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 
-from ..budget import RECIPE_S_PER_OP
+from ..budget import PER_OP
 from ..core.errors import NotApplicableError
 from ..core.instance import Instance, OpId
 from ..core.method import Method, SolveOptions
@@ -148,5 +148,5 @@ GREEDY = Method(
     "greedy",
     "Greedy list scheduler: respects memory.limit without deadlock (banker's test); any placement, "
     "split or fused; best of several priority rules.",
-    "search", solve_greedy, cost_per_op=RECIPE_S_PER_OP,
+    "search", solve_greedy, cost_per_op=PER_OP.recipe,
 )

@@ -49,10 +49,9 @@ from dataclasses import dataclass
 
 from ..budget import (
     FULL_MODEL_OPS,
-    HEURISTIC_SHARE,
-    INTERLEAVED_MEMORY_S_PER_OP,
     INTERLEAVED_SEARCH_SHARE,
-    INTERLEAVED_TRIAL_S_PER_OP,
+    MODELLED,
+    PER_OP,
     RETIMED_ORDERS,
     note_wall_cut,
 )
@@ -168,10 +167,10 @@ class InterleavedPhase:
         return not s.closed and applies(s.inst)
 
     def estimate(self, s: Search) -> float:
-        return INTERLEAVED_MEMORY_S_PER_OP * s.inst.num_ops * len(POLICIES)
+        return PER_OP.interleaved_memory * s.inst.num_ops * len(POLICIES)
 
     def allowance(self, s: Search) -> float:
-        return (HEURISTIC_SHARE + INTERLEAVED_SEARCH_SHARE) * s.limit - s.budget.spent
+        return (MODELLED.heuristic_share + INTERLEAVED_SEARCH_SHARE) * s.limit - s.budget.spent
 
     def run(self, s: Search) -> None:
         inst, cost = s.inst, self.estimate(s)
@@ -179,7 +178,7 @@ class InterleavedPhase:
         if time.perf_counter() + cost > net:
             note_wall_cut(self.name)
             return
-        per_trial = INTERLEAVED_TRIAL_S_PER_OP * inst.num_ops
+        per_trial = PER_OP.interleaved_trial * inst.num_ops
         room = self.allowance(s) - cost
         searched = inst.num_ops <= FULL_MODEL_OPS
         trials = Trials(int(min(room, INTERLEAVED_SEARCH_SHARE * s.limit) / per_trial), net) if searched else None

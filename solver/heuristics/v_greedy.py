@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from ..budget import RECIPE_S_PER_OP
+from ..budget import PER_OP
 from ..core.instance import Instance
 from ..core.method import Method
 from ..core.metrics import makespan, objective_value, peak_memory
@@ -112,4 +112,4 @@ solve_v_greedy = best_candidate_solver("zb-v-greedy", lambda inst: v_candidates(
 
 V_GREEDY = Method("zb-v-greedy", "Memory-aware V greedy (ZB-V paper's idea: warm-up set by memory, deferred W fills "
                   "the cool-down); respects memory.limit; needs placement 'v'.",
-                  "search", solve_v_greedy, requires=_applies, cost_per_op=RECIPE_S_PER_OP)
+                  "search", solve_v_greedy, requires=_applies, cost_per_op=PER_OP.recipe)

@@ -42,13 +42,11 @@ from dataclasses import dataclass
 
 from ..budget import (
     FULL_MODEL_OPS,
+    PER_OP,
     POLISH_SHARE,
     RETIMED_ORDERS,
-    TRIAL_S_PER_OP,
     V_LOCAL_SEARCH_SHARE,
-    V_MEMORY_S_PER_OP,
     V_WIDE_GRID_PER_TRIAL,
-    V_WIDE_S_PER_OP,
     note_wall_cut,
     trials_for,
 )
@@ -293,8 +291,8 @@ class VMemoryPhase:
 
     def estimate(self, s: Search) -> float:
         trials = search_trials(s.inst, s.limit)
-        return s.inst.num_ops * (V_MEMORY_S_PER_OP * (len(POLICIES) + 2)  # + ZB-V, deferred W
-                                 + V_WIDE_S_PER_OP * wide_count(trials) + 2 * TRIAL_S_PER_OP * trials)  # 2 x 2 searches
+        return s.inst.num_ops * (PER_OP.v_memory * (len(POLICIES) + 2)  # + ZB-V, deferred W
+                                 + PER_OP.v_wide * wide_count(trials) + 2 * PER_OP.trial * trials)  # 2 x 2 searches
 
     def allowance(self, s: Search) -> float:
         return math.inf  # the method's own budget: auto is never worse than v-memory
@@ -327,4 +325,4 @@ def solve_v_memory(problem: Problem, options: SolveOptions) -> Schedule:
 
 V_MEMORY = Method("v-memory", "V list scheduler for tight caps (1p-1.5p of M_B): banker's memory test, ZB-V's order "
                   "with its Ws deferred, and an order search; respects memory.limit; needs placement 'v'.",
-                  "search", solve_v_memory, requires=_applies, cost_per_op=V_MEMORY_S_PER_OP)
+                  "search", solve_v_memory, requires=_applies, cost_per_op=PER_OP.v_memory)

@@ -32,7 +32,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..budget import ZB_AUTO_S_PER_OP
+from ..budget import PER_OP
 from ..core.instance import Instance, OpId
 from ..core.method import Method
 from ..core.problem import Problem
@@ -263,4 +263,4 @@ solve_zb_auto = best_candidate_solver("zb-auto", lambda inst: zb_auto_candidates
 
 ZB_AUTO = Method("zb-auto", "The zero-bubble paper's automatic ZB-1p/ZB-2p construction (its eight variants, a few "
                  "memory budgets); respects memory.limit; loop placement, v = 1, split backward.",
-                 "search", solve_zb_auto, requires=_applies, cost_per_op=ZB_AUTO_S_PER_OP)
+                 "search", solve_zb_auto, requires=_applies, cost_per_op=PER_OP.zb_auto)

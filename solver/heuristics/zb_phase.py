@@ -9,7 +9,7 @@ would end past the method's deadline above ``FULL_MODEL_OPS`` (then the clock is
 ``auto`` is never worse than the authors' heuristics. It runs first, before the zero-bubble grid: placed
 after the grid, at a load average of 4-5 the grid's 6.4 s of wall on the 24.6k-op V case left it no room
 before the deadline, and above ``FULL_MODEL_OPS`` the V generator runs its reduced set
-(:data:`~pipesched.solver.budget.ZBV_LARGE_S_PER_OP`). When its best order meets the bound, the phases after it are
+(:attr:`~pipesched.solver.budget.PerOpCosts.zbv_large`). When its best order meets the bound, the phases after it are
 skipped, as after the grid.
 """
 
@@ -19,10 +19,8 @@ from dataclasses import dataclass
 
 from ..budget import (
     FULL_MODEL_OPS,
+    PER_OP,
     RETIMED_ORDERS,
-    ZB_AUTO_S_PER_OP,
-    ZBV_LARGE_S_PER_OP,
-    ZBV_S_PER_OP,
 )
 from .search import Search
 from .zb_auto import ZB_AUTO, zb_auto_candidates
@@ -42,8 +40,8 @@ class ZBConstructionsPhase:
 
     def estimate(self, s: Search) -> float:
         if ZB_AUTO.applies(s.problem) is None:
-            return ZB_AUTO_S_PER_OP * s.inst.num_ops
-        return (ZBV_S_PER_OP if self._full(s) else ZBV_LARGE_S_PER_OP) * s.inst.num_ops
+            return PER_OP.zb_auto * s.inst.num_ops
+        return (PER_OP.zbv if self._full(s) else PER_OP.zbv_large) * s.inst.num_ops
 
     @staticmethod
     def _full(s: Search) -> bool:

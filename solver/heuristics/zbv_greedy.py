@@ -24,7 +24,7 @@ own, and one per pass (:func:`median_view`: each device's mean over its two stag
 devices, as the authors' runtime hands the generator; with uneven per-stage costs a run can get stuck
 on a forward whose input is not placed yet, which the uniform view avoids). Every order is a
 candidate, timed by our simulator on the real costs, with each stage's deltas and each device's cap.
-``auto`` runs a reduced set above ``FULL_MODEL_OPS`` (:data:`pipesched.solver.budget.ZBV_LARGE_S_PER_OP` says which and why).
+``auto`` runs a reduced set above ``FULL_MODEL_OPS`` (:attr:`~pipesched.solver.budget.PerOpCosts.zbv_large` says which and why).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import itertools
 import math
 from collections import deque
 
-from ..budget import ZBV_S_PER_OP
+from ..budget import PER_OP
 from ..core.instance import Instance, OpId
 from ..core.method import Method
 from ..core.problem import Problem
@@ -271,4 +271,4 @@ ZBV_GENERATOR = Method(
     "zb-v-generator",
     "The ZB-V authors' memory-aware V generator (warm-up sized by memory, W fills bubbles it can afford, "
     "bubble-balancing re-runs); respects memory.limit; needs placement 'v' and split_backward.",
-    "search", solve_zbv_generator, requires=_applies, cost_per_op=ZBV_S_PER_OP)
+    "search", solve_zbv_generator, requires=_applies, cost_per_op=PER_OP.zbv)

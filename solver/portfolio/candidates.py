@@ -4,7 +4,7 @@ heuristic it runs, so this module knows none of their internals.
 
 Why every heuristic runs whenever it can: ``auto`` must never be worse than a method it contains
 (:class:`~pipesched.solver.heuristics.catalog.RecipesPhase` says how a tiny limit is shared). The
-heuristics are charged at least ``HEURISTIC_SHARE`` of the nominal limit, so the exact phases plan with
+heuristics are charged at least ``MODELLED.heuristic_share`` of the nominal limit, so the exact phases plan with
 what is really left. Every decision reads estimates and the nominal limit, never the clock, so the
 answer repeats; the clock only skips a heuristic that would end past the method's deadline, and says so.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..budget import HEURISTIC_SHARE
+from ..budget import MODELLED
 from ..heuristics.catalog import RecipesPhase
 from ..heuristics.interleaved_memory import InterleavedPhase
 from ..heuristics.search import Phase, Search, run_phases
@@ -37,7 +37,7 @@ HEURISTIC_PHASES: tuple[Phase, ...] = (ZBConstructionsPhase(), GridPhase(), Reci
 
 @dataclass(frozen=True)
 class HeuristicsPhase:
-    """Every heuristic phase, then the charge of at least ``HEURISTIC_SHARE`` of the limit."""
+    """Every heuristic phase, then the charge of at least ``MODELLED.heuristic_share`` of the limit."""
 
     phases: tuple[Phase, ...] = HEURISTIC_PHASES
     name: str = "heuristics"
@@ -50,7 +50,7 @@ class HeuristicsPhase:
         return 0.0
 
     def allowance(self, s: Search) -> float:
-        return HEURISTIC_SHARE * s.limit
+        return MODELLED.heuristic_share * s.limit
 
     def run(self, s: Search) -> None:
         run_phases(self.phases, s)

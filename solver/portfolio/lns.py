@@ -46,7 +46,7 @@ from ..budget.limit import (
     LNS_WINDOW_OPS,
     LNS_WINDOW_SHARE,
 )
-from ..exact.cpsat.lns import solve_window, window_cost, windows
+from ..exact.cpsat.lns import WINDOW_MIN_GAIN, solve_window, window_cost, windows
 from ..exact.cpsat.run import solve_model
 from ..heuristics.search import Search
 
@@ -55,8 +55,8 @@ SHIFTS = 4
 #: Longest window search, in windows' nominal seconds: doubled after a pass without improvement at the
 #: largest window size (twice: a window that does not fit leaves at most its cost of the limit unused).
 LNS_MAX_SEARCH = 2
-EXHAUSTED = ("the limit was not used up: CP-SAT searched every window of the schedule to its end without "
-             "improving it (the neighbourhoods are exhausted)")
+EXHAUSTED = ("the limit was not used up: CP-SAT searched every window of the schedule to its end and found "
+             f"no order {WINDOW_MIN_GAIN:.2%} better in any (the neighbourhoods are exhausted)")
 REPEATED = ("the limit was not used up: every window of the schedule, at its largest size and search, left it "
             "as it was (the windows would only repeat)")
 

@@ -21,7 +21,11 @@ import pytest
 
 CASE = dict(devices=4, microbatches=8, memory={"limit": 3}, objective="stage_span",
             costs={"forward": 1.0, "backward_input": 1.5, "backward_weight": 0.5, "comm": 0.25})
-LIMIT_S = 3.0
+#: ``auto`` at 10 s: its windows phase fills its limit counted at idle-machine rates, so at 3 s a machine
+#: slower than the one those rates were measured on (seen: about 1.6 times, in fresh processes) always
+#: meets the wall net in the last window; at 10 s its windows on this case end by themselves (at about
+#: 5 s), so the deterministic end is what the test sees on such a machine too.
+LIMIT_S = {"cpsat": 3.0, "auto": 10.0}
 ATTEMPTS = 4
 
 _CHILD = """
@@ -33,7 +37,7 @@ print(json.dumps(s.model_dump(mode="json", exclude={"solve_time_s"}), sort_keys=
 
 
 def _child(method: str) -> str:
-    return subprocess.run([sys.executable, "-c", _CHILD, json.dumps(CASE), method, str(LIMIT_S)],
+    return subprocess.run([sys.executable, "-c", _CHILD, json.dumps(CASE), method, str(LIMIT_S[method])],
                           capture_output=True, text=True, check=True, timeout=120).stdout
 
 

@@ -9,8 +9,8 @@ import pytest
 from pipesched.solver import Instance, Problem, SolveOptions, solve, validate
 from pipesched.solver.budget import (
     FULL_MODEL_OPS,
-    GRID_SHARE,
-    LARGE_GRID_SHARE,
+    HEURISTICS_ONLY,
+    MODELLED,
     grid_share,
     note_wall_cut,
     records_wall_cuts,
@@ -109,4 +109,4 @@ def test_large_problems_give_the_grid_a_larger_share() -> None:
     small = Instance.from_problem(Problem(devices=4, microbatches=8))
     large = Instance.from_problem(Problem(devices=8, microbatches=FULL_MODEL_OPS // 24 + 1))
     assert large.num_ops > FULL_MODEL_OPS >= small.num_ops
-    assert grid_share(small) == GRID_SHARE < LARGE_GRID_SHARE == grid_share(large)
+    assert grid_share(small) == MODELLED.grid_share < HEURISTICS_ONLY.grid_share == grid_share(large)

@@ -90,10 +90,22 @@ def add_window(cm: CpsatModel, order: list[list[OpId]], runs: dict[int, tuple[in
                 model.add(cm.start[ops[j]] >= cm.end(op))
 
 
+#: Least relative gain a window searches for: its model asks for an objective at least this share below
+#: the incumbent's, not one unit below it. Why: with a one-unit step CP-SAT's propagation after the hint
+#: creeps bounds through the precedence cycles one unit (a millionth of the objective) per pass, in a
+#: stretch neither of its clocks looks into: on the zero-bubble paper's p = 8, m = 64, 2p cases one
+#: window of a 0.375-unit limit ran 60 s (4.1M integer propagations for 549 branches; given 3 s of wall
+#: it still took 15 s) and ``auto`` returned 70 s into a 60 s limit. At 1e-4 the same window is closed
+#: (no such gain) in 0.6 s, at 1e-5 it stops at its wall limit. Gains below it are below the 4 decimals
+#: the bubble tables print. Re-measured by ``python benchmarks/cpsat_dtime.py --only zb --time-limit 60``
+#: (every window's wall against its limit).
+WINDOW_MIN_GAIN = 1e-4
+
+
 @dataclass(frozen=True)
 class WindowResult:
     """The best incumbent (never worse), whether CP-SAT searched the window to the end (``complete``:
-    no better order exists in it), and the idle seconds the window is counted (from the deterministic
+    no order in it is :data:`WINDOW_MIN_GAIN` better), and the idle seconds the window is counted (from the deterministic
     time it used: :func:`~pipesched.solver.exact.cpsat.run.counted_seconds`)."""
 
     incumbent: Incumbent
@@ -116,7 +128,7 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
     the wall clock stops it at ``deadline`` at the latest, keeping back the re-timing of an improved
     answer."""
     sc = Scaling.of(inst)
-    upper = sc.up(inc.objective) + 1
+    upper = sc.up(inc.objective) + 1 - int(sc.up(inc.objective) * WINDOW_MIN_GAIN)  # that gain, or nothing
     cm = build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, inc.objective),
                lower=model_lower(inst, sc, bound), upper=upper)
     add_hint(cm, inc.start)

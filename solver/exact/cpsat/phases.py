@@ -15,8 +15,8 @@ from ...budget import (
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     FULL_MODEL_OPS,
+    PER_OP,
     RELAX_MIN_S,
-    RELAX_S_PER_OP,
     SEARCH_DTIME_SHARE,
     SINGLE_MAX_S,
     SMALL_OPS,
@@ -42,7 +42,7 @@ class RelaxationPhase:
         return s.incumbent is not None and not s.proven and s.inst.num_ops > SMALL_OPS
 
     def setup(self, s: Search) -> float:
-        return RELAX_S_PER_OP * s.inst.num_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
+        return PER_OP.relax * s.inst.num_ops + 2 * CPSAT_OVERSHOOT_S  # two devices
 
     def estimate(self, s: Search) -> float:
         return max(self.setup(s), RELAX_MIN_S)

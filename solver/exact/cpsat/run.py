@@ -20,10 +20,10 @@ from ortools.sat.python import cp_model
 
 from ...bounds.combinatorial import combinatorial_bound
 from ...budget import (
-    BUILD_S_PER_OP,
     CPSAT_OVERSHOOT_S,
     DTIME_PER_SECOND,
     LP_S_PER_OP,
+    PER_OP,
     PRECEDENCES_DTIME_PER_SECOND,
     PRECEDENCES_OVERSHOOT_S,
     RESOURCE_DTIME_PER_SECOND,
@@ -213,7 +213,7 @@ def solve_model(
     planned = seconds if nominal is None else nominal
     if dtime is not None and cm.precedences_only:
         # the search gets what the plan leaves after loading, re-timing and building, all in wall time
-        searching = max(0.0, planned - overshoot - retime_cost(inst) - BUILD_S_PER_OP * inst.num_ops)
+        searching = max(0.0, planned - overshoot - retime_cost(inst) - PER_OP.build * inst.num_ops)
         dtime = min(dtime * PRECEDENCES_DTIME_PER_SECOND / DTIME_PER_SECOND, PRECEDENCES_DTIME_PER_SECOND * searching)
     elif dtime is not None and needs_memory_resource(inst, sc):
         dtime *= RESOURCE_DTIME_PER_SECOND / DTIME_PER_SECOND
@@ -259,7 +259,7 @@ def counted_seconds(inst: Instance, cm: CpsatModel, dtime: float, workers: int, 
         rate = WINDOW_DTIME_PER_SECOND
     else:
         rate = IDLE_RESOURCE_DTIME_PER_SECOND if needs_memory_resource(inst, cm.sc) else IDLE_DTIME_PER_SECOND
-    return BUILD_S_PER_OP * inst.num_ops + retime_cost(inst) + dtime / (rate * max(1, workers))
+    return PER_OP.build * inst.num_ops + retime_cost(inst) + dtime / (rate * max(1, workers))
 
 
 def stopped_by_wall(solver: cp_model.CpSolver, status: int) -> bool:

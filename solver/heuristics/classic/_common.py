@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...budget import FIXED_RECIPE_S_PER_OP
+from ...budget import PER_OP
 from ...core.instance import Instance, OpId
 from ...core.method import Applies, Method, SolveOptions
 from ...core.problem import Problem
@@ -22,7 +22,7 @@ def recipe(name: str, summary: str, order: Callable[[Instance], Order], applies:
 
     solve_recipe.__name__ = solve_recipe.__qualname__ = f"solve_{name.replace('-', '_')}"
     return Method(name, summary, "recipe", solve_recipe, requires=applies or (lambda _p: None),
-                  cost_per_op=FIXED_RECIPE_S_PER_OP)
+                  cost_per_op=PER_OP.fixed_recipe)
 
 
 def needs_single_stage_loop(name: str, problem: Problem) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from ...budget import FIXED_RECIPE_S_PER_OP
+from ...budget import PER_OP
 from ...core.instance import Instance, OpId
 from ...core.method import Method, SolveOptions
 from ...core.problem import Problem
@@ -110,4 +110,4 @@ def paired_method(name: str, description: str, plan: Callable[[Instance], Plan],
     def solve(problem: Problem, options: SolveOptions) -> Schedule:
         return solve_paired(problem, name, plan)
 
-    return Method(name, description, "recipe", solve, requires=requires, cost_per_op=FIXED_RECIPE_S_PER_OP)
+    return Method(name, description, "recipe", solve, requires=requires, cost_per_op=PER_OP.fixed_recipe)
