@@ -154,26 +154,17 @@ SNAPSHOTS: dict[str, str] = {
 RERUN_PENDING: dict[str, str] = {
     "plan.md": "over 30 api commits since its run (the api/ restructure and reliability work; no solver answer "
                "changed by them): re-run on an idle machine",
-    "anchors.md": "stale after the solver refactors and the step tail (same answers by benchmarks/answers.py); the quick "
-                  "anchors at 10 s, re-run with the rest on an idle machine",
-    "anchors_60s.md": "as anchors.md, at 60 s",
+    "anchors_60s.md": "the V and interleaved anchors at 10 s and 60 s (anchors.md, re-run, has them too)",
     "anchors_interleaved_60s.md": "4 cases at 10 s and 60 s",
     "fidelity.md": "predicted against replayed steps: needs an idle machine (stale after the solver refactors)",
-    "large_problems.md": "24k and 98k ops at 10 s and 60 s, fresh processes: stale after the solver refactors",
-    "time_limits_under_load.md": "solves beside a CPU burner: stale after the solver refactors",
     "host_memory.md": "fresh rank processes per method, alternated rounds: needs an idle machine",
-    "runtime.md": "replays timed against torch's runtime: needs an idle machine",
     "v_placement.md": "36 V cases at 10 s: stale after the solver refactors (same answers by benchmarks/answers.py)",
     "v_placement_60s.md": "12 V cases at 60 s, as v_placement.md",
-    "cpsat_dtime_zb.md": "made before results files named their commit; CP-SAT at 60 s on the paper cases",
     "dualpipe.md": "DualPipe recipes and auto at equal memory",
     "dualpipe_exact.md": "cpsat and auto by size, up to their limits",
-    "placements.md": "made before results files named their commit; auto at 30 s per placement",
     "plan_60s.md": "every split scheduled within one 60 s plan() per case",
     "scale_out.md": "PostgreSQL workers and a Ray cluster; needs both cores idle",
     "scale_out_hits.md": "cache hits while workers saturate both cores; needs an idle machine",
-    "unit_costs.md": "every memory limit, auto per limit",
-    "zb_paper.md": "24 solves of up to 60 s",
 }
 
 
