@@ -4,7 +4,8 @@ The portfolio sizes every phase from the nominal time limit with the per-op cost
 ``solver/budget/per_op.py``, one field a phase, named as this script names its measurement; those
 figures are idle-core measurements rounded up, about doubled for a shared machine. This re-measures
 each one (CPU seconds, best of three, so the load of the machine enters as little as it can) on a few
-shapes and prints the charged figure beside the largest measurement and their ratio: a ratio below 1 means the budget under-charges that phase and a solve may overrun its limit.
+shapes and prints the charged figure beside the largest measurement and their ratio: a ratio below 1
+means the budget under-charges that phase and a solve may overrun its limit.
 
     python benchmarks/phase_costs.py [--out benchmarks/results/phase_costs.md]
 """
@@ -23,7 +24,7 @@ from pipesched.solver import Instance, Problem, SolveOptions, methods
 from pipesched.solver import budget as B
 from pipesched.solver.core.errors import NotApplicableError
 from pipesched.solver.core.method import Method
-from pipesched.solver.exact.cpsat.formulation import OpGraph, build
+from pipesched.solver.exact.cpsat.formulation import CpsatModel, OpGraph, build
 from pipesched.solver.exact.cpsat.relaxations import contracted_graph
 from pipesched.solver.exact.cpsat.run import horizon_value, model_lower
 from pipesched.solver.exact.cpsat.scaling import Scaling
@@ -107,12 +108,14 @@ def measure(problem: Problem) -> dict[str, float]:
     out["setup"] = cpu(lambda: first_schedule(problem, inst, "x", 0.0, time.perf_counter()), 1) / n
     sc = Scaling.of(inst)
     objective = Incumbent.of(inst, order).objective
-    out["build"] = cpu(lambda: build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, objective),
-                                              lower=model_lower(inst, sc, 0.0), upper=sc.up(objective) + 1), 1) / n
-    first_last = [0] if inst.devices == 1 else [0, inst.devices - 1]
-    out["relax"] = cpu(lambda: [build(inst, sc, contracted_graph(inst, sc, d), horizon=horizon_value(inst, sc, objective),
-                                      lower=model_lower(inst, sc, 0.0), upper=sc.up(objective) + 1)
-                                for d in first_last], 1) / n
+
+    def model(graph: OpGraph) -> CpsatModel:
+        return build(inst, sc, graph, horizon=horizon_value(inst, sc, objective), lower=model_lower(inst, sc, 0.0),
+                     upper=sc.up(objective) + 1)
+
+    out["build"] = cpu(lambda: model(OpGraph.full(inst, sc)), 1) / n
+    first_last = [0] if inst.devices == 1 else [0, inst.devices - 1]  # the devices relaxation_bound models
+    out["relax"] = cpu(lambda: [model(contracted_graph(inst, sc, d)) for d in first_last], 1) / n
     count = 8
     grid = cpu(lambda: zb_candidates(inst, count * n / B.GRID_OPS_PER_SECOND), 1)
     out["GRID_OPS_PER_SECOND"] = count * n / grid if grid > 0 else float("inf")

@@ -278,7 +278,7 @@ def grid_seconds(inst: Instance, limit: float) -> float:
     counts them at :data:`GRID_OPS_PER_SECOND`): its share of ``limit``, scaled to its class's rate."""
     c = size_class(inst)
     seconds = c.grid_share * limit
-    if c.grid_ops_per_second == GRID_OPS_PER_SECOND:
+    if c.grid_ops_per_second == GRID_OPS_PER_SECOND:  # exactly the share: x * r / r need not be x in floats
         return seconds
     return seconds * c.grid_ops_per_second / GRID_OPS_PER_SECOND
 

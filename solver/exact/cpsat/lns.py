@@ -105,8 +105,8 @@ WINDOW_MIN_GAIN = 1e-4
 @dataclass(frozen=True)
 class WindowResult:
     """The best incumbent (never worse), whether CP-SAT searched the window to the end (``complete``:
-    no order in it is :data:`WINDOW_MIN_GAIN` better), and the idle seconds the window is counted (from the deterministic
-    time it used: :func:`~pipesched.solver.exact.cpsat.run.counted_seconds`)."""
+    no order in it is :data:`WINDOW_MIN_GAIN` better), and the idle seconds the window is counted (from
+    the deterministic time it used: :func:`~pipesched.solver.exact.cpsat.run.counted_seconds`)."""
 
     incumbent: Incumbent
     complete: bool
@@ -128,7 +128,8 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
     the wall clock stops it at ``deadline`` at the latest, keeping back the re-timing of an improved
     answer."""
     sc = Scaling.of(inst)
-    upper = sc.up(inc.objective) + 1 - int(sc.up(inc.objective) * WINDOW_MIN_GAIN)  # that gain, or nothing
+    incumbent = sc.up(inc.objective)
+    upper = incumbent + 1 - int(incumbent * WINDOW_MIN_GAIN)  # that gain, or nothing
     cm = build(inst, sc, OpGraph.full(inst, sc), horizon=horizon_value(inst, sc, inc.objective),
                lower=model_lower(inst, sc, bound), upper=upper)
     add_hint(cm, inc.start)
@@ -148,7 +149,7 @@ def solve_window(inst: Instance, inc: Incumbent, runs: dict[int, tuple[int, int]
     complete = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
     if not complete and solver.deterministic_time < 0.99 * dtime and solver.wall_time >= 0.99 * solver.parameters.max_time_in_seconds:
         note_wall_cut("CP-SAT windows")
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value >= sc.up(inc.objective):
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.objective_value >= incumbent:
         return WindowResult(inc, complete, used)  # nothing below the incumbent's own value in model units
     used += retime_cost(inst)
     try:
