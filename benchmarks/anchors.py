@@ -24,6 +24,7 @@ Every seed here is fixed and none of the solver's constants was chosen on these 
     python benchmarks/anchors.py --quick    # 10 s only, fewer cases (about 5 minutes)
     python benchmarks/anchors.py --full     # 10 s and 60 s, every family: 35 cases, about an hour
     python benchmarks/anchors.py --quick --only v,interleaved --time-limits 10,60
+    python benchmarks/anchors.py --full --only large,development --min-ops 4001 --out benchmarks/results/anchors_large_ops.md
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--full", action="store_true", help="every family, auto at 10 s and 60 s")
     ap.add_argument("--only", default="", help=f"comma-separated families of {', '.join(FAMILIES)}")
     ap.add_argument("--time-limits", default="", help="comma-separated seconds (default 10, or 10,60 with --full)")
+    ap.add_argument("--min-ops", type=int, default=0, help="only the cases of at least this many ops")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     only = tuple(args.only.split(",")) if args.only else FAMILIES
@@ -154,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(lines), flush=True)
     for a in anchors(args.quick, only):
-        lines.append(row(a, limits))
+        if Instance.from_problem(a.problem).num_ops >= args.min_ops:
+            lines.append(row(a, limits))
     publish("\n".join(lines) + "\n", args.out)
     return 0
 

@@ -14,7 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..budget import GRID_OPS_PER_SECOND, RETIMED_ORDERS, grid_seconds, grid_share, setup_cost
+from ..budget import (
+    GRID_OPS_PER_SECOND,
+    RETIMED_ORDERS,
+    grid_seconds,
+    grid_share,
+    heuristic_share,
+    setup_cost,
+)
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.metrics import peak_memory
@@ -99,11 +106,16 @@ def first_schedule(problem: Problem, inst: Instance, method: str, seconds: float
 class GridPhase:
     """The zero-bubble grid's orders (and the V greedy's; DualPipe's and greedy's under "dual"), sized for
     ``seconds(inst, limit)`` nominal seconds and charged ``charge(inst, limit)``; it stops itself at the
-    search's wall net. When its best meets the bound, the heuristics after it are skipped."""
+    search's wall net. When its best meets the bound, the heuristics after it are skipped.
+
+    ``leave`` is what the phases after it need from the heuristic share (the searches' estimates, when
+    not every recipe runs anyway): the grid, which only adds orders with more time where a search runs
+    once or not at all, shrinks to leave it when that is enough for them to run."""
 
     seconds: Callable[[Instance, float], float] = grid_seconds
     charge: Callable[[Instance, float], float] = lambda inst, limit: grid_share(inst) * limit
     keep: int = RETIMED_ORDERS
+    leave: Callable[[Search], float] = lambda s: 0.0
     name: str = "zero-bubble grid"
     wall_net: bool = False
 
@@ -114,11 +126,22 @@ class GridPhase:
         return 0.0  # always runs: the first valid order is kept however short the limit
 
     def allowance(self, s: Search) -> float:
-        return self.seconds(s.inst, s.limit)
+        return self.part(s) * self.seconds(s.inst, s.limit)
+
+    def part(self, s: Search) -> float:
+        """The part of its nominal share the grid takes: all of it, unless yielding ``leave`` lets the
+        phases after it fit the heuristic share (when they would not fit even without the grid, it keeps
+        its share: yielding would buy nothing)."""
+        need, full = self.leave(s), self.charge(s.inst, s.limit)
+        room = heuristic_share(s.inst) * s.limit - s.budget.spent - need
+        if need <= 0.0 or full <= 0.0 or room < 0.0:
+            return 1.0
+        return min(1.0, room / full)
 
     def run(self, s: Search) -> None:
-        found = grid_starts(s.inst, self.seconds(s.inst, s.limit), deadline=s.stop, keep=self.keep)
-        s.budget.charge(self.charge(s.inst, s.limit))
+        part = self.part(s)
+        found = grid_starts(s.inst, part * self.seconds(s.inst, s.limit), deadline=s.stop, keep=self.keep)
+        s.budget.charge(part * self.charge(s.inst, s.limit))
         s.keep(found)
         if found and s.meets_bound(min(c.objective for _, c in found)):
             s.closed = True
