@@ -140,12 +140,21 @@ SNAPSHOTS: dict[str, str] = {
     "fidelity_c4ee85c.md": "the idle fidelity run at commit c4ee85c, whose p = 4 main column was the order re-timed on 2 cores",
     "fidelity_drift.md": "an idle fidelity run whose layer profile ran about 40% slower than the stage profile a minute later",
     "fidelity_992102d.md": "the idle fidelity run at commit 992102d, the last whose main column was the uniform factor",
+    "fidelity_c0403e3_3.md": "the third of three idle fidelity runs back to back at c0403e3 (AMD), its layer profile slow",
+    "host_memory_9dd7e77.md": "the allocator comparison at 9dd7e77 (Intel) where the kept heap made every step shorter",
+    "scale_out_eedf5ab.md": "the idle scale-out run at eedf5ab that docs/scale-out.md's table before the idle cgroup quotes",
+    "scale_out_hits_abbe17d.md": "the idle cache-hit run at abbe17d, solves in the idle cgroup, p99 0.83x of paused",
+    "plan_485269a.md": "the 10 s planning run of the nine dense cases that docs/planning.md describes case by case",
+    "plan_60s_42880b5.md": "the 60 s planning run at 42880b5 whose table docs/planning.md quotes",
+    "v_placement_9dd7e77.md": "the V placement run at 9dd7e77, with the wide grid, that docs/v-placement.md compares",
+    "anchors_60s_9dd7e77.md": "the 60 s anchors at 9dd7e77, where the interleaved 3% target held on all cases",
+    "anchors_interleaved_60s_184910b.md": "the other interleaved sizes at 60 s, at 184910b, that the anchors record quotes",
     "fidelity_aaecb27.md": "a second idle fidelity run with the slowdown curve, at commit aaecb27, minutes after the first",
     "fidelity_42880b5.md": "the idle fidelity run at commit 42880b5 (AMD VM), the last before freed host memory was kept",
     "fidelity_ed5faf2.md": "the first idle fidelity run with the slowdown curve (commit ed5faf2, Intel VM), before the curve's k / cores floor",
     "fidelity_9dd7e77.md": "the idle fidelity run at commit 9dd7e77 (Intel VM), the first with freed host memory kept",
     "fidelity_c0403e3_1.md": "the first of three idle fidelity runs at commit c0403e3 (AMD VM), whose p = 2 curve caught a burst",
-    "fidelity_c0403e3_2.md": "the second of three idle fidelity runs at commit c0403e3 (AMD VM); fidelity.md holds the third",
+    "fidelity_c0403e3_2.md": "the second of three idle fidelity runs at commit c0403e3 (AMD VM); fidelity_c0403e3_3.md holds the third",
 }
 
 
@@ -153,21 +162,7 @@ SNAPSHOTS: dict[str, str] = {
 #: deterministic answers but moves timing, so the long runs and every wall-clock figure are made once,
 #: after it, on a quiet machine (``python benchmarks/run_all.py --stale``). tests/test_results_current.py fails on a stale file not
 #: listed here and on a listed file that is current again, so this only shrinks.
-RERUN_PENDING: dict[str, str] = {
-    "plan.md": "over 30 api commits since its run (the api/ restructure and reliability work; no solver answer "
-               "changed by them): re-run on an idle machine",
-    "anchors_60s.md": "the V and interleaved anchors at 10 s and 60 s (anchors.md, re-run, has them too)",
-    "anchors_interleaved_60s.md": "4 cases at 10 s and 60 s",
-    "fidelity.md": "predicted against replayed steps: needs an idle machine (stale after the solver refactors)",
-    "host_memory.md": "fresh rank processes per method, alternated rounds: needs an idle machine",
-    "v_placement.md": "36 V cases at 10 s: stale after the solver refactors (same answers by benchmarks/answers.py)",
-    "v_placement_60s.md": "12 V cases at 60 s, as v_placement.md",
-    "dualpipe.md": "DualPipe recipes and auto at equal memory",
-    "dualpipe_exact.md": "cpsat and auto by size, up to their limits",
-    "plan_60s.md": "every split scheduled within one 60 s plan() per case",
-    "scale_out.md": "PostgreSQL workers and a Ray cluster; needs both cores idle",
-    "scale_out_hits.md": "cache hits while workers saturate both cores; needs an idle machine",
-}
+RERUN_PENDING: dict[str, str] = {}
 
 
 def linked_results() -> dict[str, list[str]]:
