@@ -13,7 +13,9 @@
    one sequential worker first);
 6. while the gap is open, CP-SAT on windows of the incumbent until the counted budget reaches the whole
    limit (:mod:`.lns`, which says how a limit is used: steps 1-5 are budgeted as at
-   ``min(limit, CANONICAL_LIMIT_S)``, so a larger limit never returns a worse answer).
+   ``min(limit, CANONICAL_LIMIT_S)``, so a larger limit never returns a worse answer);
+7. above that canonical limit, on interleaved capped problems, the order search of step 1 again with
+   the whole limit's count of trials, in the share the windows left it (:mod:`.order_search`).
 Status is ``optimal`` only when a bound proves it. Every phase is sized from the *nominal* budget
 ``options.time_limit_s`` (:class:`~pipesched.solver.budget.Budget`) with measured per-op costs, never from
 the clock, so the same problem gives the same schedule unless the wall-clock net cut a phase short (a
@@ -54,6 +56,7 @@ from ..heuristics.warm_start import first_schedule
 from ..timing.finalize import infeasible, no_schedule
 from .candidates import HeuristicsPhase
 from .lns import WindowsPhase
+from .order_search import LongerOrderSearchPhase
 from .paired import best_paired
 from .small import IlpFirstPhase
 
@@ -62,8 +65,10 @@ AFTER_HEURISTICS: tuple[Phase, ...] = (
     RetimePhase(RETIME_SHARE), PolishPhase(POLISH_SHARE), IlpFirstPhase(), RelaxationPhase(),
     SequentialSearchPhase(), FullSearchPhase(),
 )
-#: With the whole limit, from the answer of the phases before (budgeted at :func:`canonical_limit`).
-FINAL: tuple[Phase, ...] = (WindowsPhase(),)
+#: With the whole limit, from the answer of the phases before (budgeted at :func:`canonical_limit`): the
+#: windows, leaving the interleaved order search its share of the limit above the canonical part.
+LONGER_SEARCH = LongerOrderSearchPhase()
+FINAL: tuple[Phase, ...] = (WindowsPhase(leave=LONGER_SEARCH.reserve), LONGER_SEARCH)
 
 
 @records_wall_cuts

@@ -1,0 +1,62 @@
+"""Above the canonical limit the interleaved order search gets the whole limit's count of trials, after
+the windows, without breaking the monotone limit (solver/portfolio/order_search.py)."""
+
+from __future__ import annotations
+
+from pipesched.solver.budget import RETIMED_ORDERS, Budget
+from pipesched.solver.budget.limit import CANONICAL_LIMIT_S
+from pipesched.solver.core.instance import Instance
+from pipesched.solver.core.method import SolveOptions
+from pipesched.solver.core.problem import Problem
+from pipesched.solver.heuristics.interleaved_memory import interleaved_candidates
+from pipesched.solver.heuristics.search import Search
+from pipesched.solver.heuristics.trials import Trials
+from pipesched.solver.portfolio.auto import FINAL, LONGER_SEARCH
+from pipesched.solver.portfolio.lns import WindowsPhase
+
+
+def _interleaved(cap: float = 9.0) -> Problem:
+    """Loop v = 2, p = 4, m = 8 under a cap below the interleaved recipes' peak: the search applies."""
+    return Problem(devices=4, microbatches=8, stages_per_device=2, objective="stage_span",
+                   costs={"forward": 1.0, "backward_input": 1.1, "backward_weight": 0.7, "comm": 0.05},
+                   memory={"forward": 1.0, "backward_input": 0.0, "backward_weight": -1.0, "limit": cap})
+
+
+def _search(problem: Problem, limit: float) -> Search:
+    inst = Instance.from_problem(problem)
+    s = Search(problem, inst, SolveOptions(time_limit_s=limit, workers=1), Budget(limit), bound=0.0)
+    s.settle(interleaved_candidates(inst, keep=1)[0], proven=False)  # the policies' best, no search
+    return s
+
+
+def test_nothing_is_kept_back_at_or_below_the_canonical_limit_or_off_interleaved() -> None:
+    for limit in (2.0, CANONICAL_LIMIT_S):
+        assert LONGER_SEARCH.reserve(_search(_interleaved(), limit)) == 0.0
+    v_problem = Problem(devices=4, microbatches=8, stages_per_device=2, placement="v", memory={"limit": 6})
+    assert LONGER_SEARCH.reserve(_search(_interleaved(), 60.0)) > 0.0
+    inst = Instance.from_problem(v_problem)
+    s = Search(v_problem, inst, SolveOptions(time_limit_s=60.0), Budget(60.0), bound=0.0)
+    assert LONGER_SEARCH.reserve(s) == 0.0
+
+
+def test_the_windows_allowance_still_grows_with_the_limit() -> None:
+    windows = FINAL[0]
+    assert isinstance(windows, WindowsPhase)
+    allowances = [windows.allowance(_search(_interleaved(), limit)) for limit in (10.0, 20.0, 60.0, 600.0)]
+    assert allowances == sorted(allowances) and len(set(allowances)) == len(allowances)
+
+
+def test_it_finds_what_the_search_finds_with_the_whole_limits_trials() -> None:
+    problem = _interleaved()
+    s = _search(problem, 60.0)
+    before = s.incumbent.objective
+    LONGER_SEARCH.run(s)
+    expected = interleaved_candidates(s.inst, keep=RETIMED_ORDERS, trials=Trials(LONGER_SEARCH.trials(s)))[0].objective
+    assert s.incumbent.objective == min(before, expected)
+    assert s.budget.spent == LONGER_SEARCH.reserve(s)
+
+
+def test_a_larger_limit_runs_a_longer_prefix_of_the_same_search() -> None:
+    inst = Instance.from_problem(_interleaved())
+    found = [interleaved_candidates(inst, keep=RETIMED_ORDERS, trials=Trials(n))[0].objective for n in (0, 5, 20, 80, 400)]
+    assert found == sorted(found, reverse=True)
