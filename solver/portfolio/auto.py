@@ -15,7 +15,7 @@
    limit (:mod:`.lns`, which says how a limit is used: steps 1-5 are budgeted as at
    ``min(limit, CANONICAL_LIMIT_S)``, so a larger limit never returns a worse answer);
 7. above that canonical limit, on interleaved capped problems, the order search of step 1 again with
-   the whole limit's count of trials, in the share the windows left it (:mod:`.order_search`).
+   the whole limit's count of trials, before the windows and beside them (:mod:`.order_search`).
 Status is ``optimal`` only when a bound proves it. Every phase is sized from the *nominal* budget
 ``options.time_limit_s`` (:class:`~pipesched.solver.budget.Budget`) with measured per-op costs, never from
 the clock, so the same problem gives the same schedule unless the wall-clock net cut a phase short (a
@@ -56,7 +56,7 @@ from ..heuristics.warm_start import first_schedule
 from ..timing.finalize import infeasible, no_schedule
 from .candidates import HeuristicsPhase
 from .lns import WindowsPhase
-from .order_search import LongerOrderSearchPhase
+from .order_search import BestFoundPhase, LongerOrderSearchPhase
 from .paired import best_paired
 from .small import IlpFirstPhase
 
@@ -66,9 +66,9 @@ AFTER_HEURISTICS: tuple[Phase, ...] = (
     SequentialSearchPhase(), FullSearchPhase(),
 )
 #: With the whole limit, from the answer of the phases before (budgeted at :func:`canonical_limit`): the
-#: windows, leaving the interleaved order search its share of the limit above the canonical part.
-LONGER_SEARCH = LongerOrderSearchPhase()
-FINAL: tuple[Phase, ...] = (WindowsPhase(leave=LONGER_SEARCH.reserve), LONGER_SEARCH)
+#: interleaved order search with the whole limit's trials (a candidate, not the windows' start), the
+#: windows, then the better of the two.
+FINAL: tuple[Phase, ...] = (LongerOrderSearchPhase(), WindowsPhase(), BestFoundPhase())
 
 
 @records_wall_cuts

@@ -30,7 +30,6 @@ the windows fill the rest; ``tests/solver/test_limit_use.py`` checks 2, 5 and 10
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..budget import (
@@ -79,9 +78,6 @@ class WindowsPhase:
 
     name: str = "CP-SAT windows"
     wall_net: bool = False  # checked before each window, below
-    #: Nominal seconds of the limit kept for the phases after the windows (``order_search``); it must
-    #: grow more slowly than the limit, so the windows' allowance still grows with it (monotone limit).
-    leave: Callable[[Search], float] = lambda s: 0.0
 
     def applies(self, s: Search) -> bool:
         return s.incumbent is not None and not s.proven and s.inst.num_ops <= FULL_MODEL_OPS
@@ -90,7 +86,7 @@ class WindowsPhase:
         return window_cost(s.inst, window_seconds(s.limit))
 
     def allowance(self, s: Search) -> float:
-        return s.budget.rest - finish_margin(s.inst) - self.leave(s)
+        return s.budget.rest - finish_margin(s.inst)
 
     def fits(self, s: Search, cost: float) -> bool:
         """Whether a step of estimated ``cost`` fits the counted budget (the decision) and the wall (the net).

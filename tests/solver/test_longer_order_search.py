@@ -1,4 +1,4 @@
-"""Above the canonical limit the interleaved order search gets the whole limit's count of trials, after
+"""Above the canonical limit the interleaved order search gets the whole limit's count of trials, beside
 the windows, without breaking the monotone limit (solver/portfolio/order_search.py)."""
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from pipesched.solver.core.problem import Problem
 from pipesched.solver.heuristics.interleaved_memory import interleaved_candidates
 from pipesched.solver.heuristics.search import Search
 from pipesched.solver.heuristics.trials import Trials
-from pipesched.solver.portfolio.auto import FINAL, LONGER_SEARCH
+from pipesched.solver.portfolio.auto import FINAL
 from pipesched.solver.portfolio.lns import WindowsPhase
+from pipesched.solver.portfolio.order_search import BestFoundPhase, LongerOrderSearchPhase
+
+LONGER_SEARCH = LongerOrderSearchPhase()
 
 
 def _interleaved(cap: float = 9.0) -> Problem:
@@ -39,21 +42,31 @@ def test_nothing_is_kept_back_at_or_below_the_canonical_limit_or_off_interleaved
     assert LONGER_SEARCH.reserve(s) == 0.0
 
 
-def test_the_windows_allowance_still_grows_with_the_limit() -> None:
-    windows = FINAL[0]
-    assert isinstance(windows, WindowsPhase)
-    allowances = [windows.allowance(_search(_interleaved(), limit)) for limit in (10.0, 20.0, 60.0, 600.0)]
+def test_final_runs_the_search_then_the_windows_then_takes_the_better() -> None:
+    assert [type(ph) for ph in FINAL] == [LongerOrderSearchPhase, WindowsPhase, BestFoundPhase]
+
+
+def test_the_windows_allowance_after_the_search_still_grows_with_the_limit() -> None:
+    allowances = []
+    for limit in (10.0, 20.0, 60.0, 600.0):
+        s = _search(_interleaved(), limit)
+        s.budget.charge(LONGER_SEARCH.reserve(s))
+        allowances.append(WindowsPhase().allowance(s))
     assert allowances == sorted(allowances) and len(set(allowances)) == len(allowances)
 
 
-def test_it_finds_what_the_search_finds_with_the_whole_limits_trials() -> None:
+def test_it_offers_what_the_search_finds_with_the_whole_limits_trials() -> None:
     problem = _interleaved()
     s = _search(problem, 60.0)
-    before = s.incumbent.objective
+    before = s.incumbent
+    assert before is not None
     LONGER_SEARCH.run(s)
-    expected = interleaved_candidates(s.inst, keep=RETIMED_ORDERS, trials=Trials(LONGER_SEARCH.trials(s)))[0].objective
-    assert s.incumbent.objective == min(before, expected)
+    assert s.incumbent is before  # a candidate: the windows start from the canonical answer
+    expected = interleaved_candidates(s.inst, keep=RETIMED_ORDERS, trials=Trials(LONGER_SEARCH.trials(s)))[0]
     assert s.budget.spent == LONGER_SEARCH.reserve(s)
+    BestFoundPhase().run(s)
+    assert s.incumbent.objective == min(before.objective, expected.objective)
+    assert expected.objective < before.objective  # here the search improves the policies' best
 
 
 def test_a_larger_limit_runs_a_longer_prefix_of_the_same_search() -> None:
