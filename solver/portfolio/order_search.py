@@ -9,11 +9,14 @@ core here) ends at 1405.61, its 10 s count at 1409.61, and ``auto`` at 60 s retu
 of windows (benchmarks/results/anchors_interleaved_60s.md at a937b0b).
 
 So above the canonical limit this phase runs the search with the count the whole limit gives it
-(``INTERLEAVED_SEARCH_SHARE`` of ``L``), from the same starts, first, and is charged that share of the
-limit above the canonical part; the windows then run from the canonical answer as before (it only
+(``INTERLEAVED_SEARCH_SHARE`` of ``L``), from the same starts, first, and is charged the trials it
+used (a search that converges early leaves the windows the rest: charging its whole share once left
+``auto`` at 26 s of 60 unproven, benchmarks/results/limit_use_quick.md at 9e0e659); the windows then
+run from the canonical answer as before (it only
 joins the candidates), and the answer is the better of the two (:class:`BestFoundPhase`). Both are
 monotone in ``L``: the search spends its trials in a fixed sequence, so a larger count runs a longer
-prefix of it, and the windows' allowance, ``L`` less that share, still grows with ``L``, so the windows
+prefix of it, and the windows' allowance, ``L`` less the trials used (which grow by at most
+``INTERLEAVED_SEARCH_SHARE`` of any growth of ``L``), still grows with ``L``, so the windows
 a limit runs remain a prefix of a larger limit's. So a larger limit still never returns a worse answer.
 It runs first because the windows are cut by the wall clock where their counted cost runs behind it;
 at or below the canonical limit it does not apply and nothing changes.
@@ -43,14 +46,14 @@ class LongerOrderSearchPhase:
                 and interleaved_applies(s.inst) and self.reserve(s) > 0.0)
 
     def reserve(self, s: Search) -> float:
-        """Nominal seconds this search is charged: its share of the limit above the canonical part (zero
+        """Its share of the limit above the canonical part: what the longer search adds at most (zero
         where the phase does not apply)."""
         if s.limit <= CANONICAL_LIMIT_S or s.inst.num_ops > FULL_MODEL_OPS or not interleaved_applies(s.inst):
             return 0.0
         return INTERLEAVED_SEARCH_SHARE * (s.limit - CANONICAL_LIMIT_S)
 
     def estimate(self, s: Search) -> float:
-        return 0.0  # charged its reserve below
+        return 0.0  # charged the trials it used, below
 
     def allowance(self, s: Search) -> float:
         return self.reserve(s)
@@ -64,7 +67,7 @@ class LongerOrderSearchPhase:
         found = interleaved_candidates(s.inst, keep=RETIMED_ORDERS, trials=trials)
         if trials.cut:
             note_wall_cut(self.name)
-        s.budget.charge(self.reserve(s))
+        s.budget.charge((self.trials(s) - trials.left) * PER_OP.interleaved_trial * s.inst.num_ops)
         s.keep([(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])  # not the windows' start
 
 
