@@ -10,8 +10,7 @@ of windows (benchmarks/results/anchors_interleaved_60s.md at a937b0b).
 
 So above the canonical limit this phase runs the search with the count the whole limit gives it
 (``INTERLEAVED_SEARCH_SHARE`` of ``L``), from the same starts, first, and is charged the trials it
-used (a search that converges early leaves the windows the rest: charging its whole share once left
-``auto`` at 26 s of 60 unproven, benchmarks/results/limit_use_quick.md at 9e0e659); the windows then
+used, so a search that converges early leaves the windows the rest; the windows then
 run from the canonical answer as before (it only
 joins the candidates), and the answer is the better of the two (:class:`BestFoundPhase`). Both are
 monotone in ``L``: the search spends its trials in a fixed sequence, so a larger count runs a longer
