@@ -9,6 +9,7 @@ when a method record defined anywhere in ``solver/`` is not registered.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ class RecipesPhase:
     clock only skips one that would end past the method's deadline above ``FULL_MODEL_OPS``, and says
     so). Otherwise (very large problems or tiny limits) the searches (greedy) go first, cheapest first,
     while they fit the heuristic share: the grid, which grows with its time where a search does not,
-    has left them room (:meth:`reserve`). The fixed recipes (one simulation each) then always run unless
+    has left them room (:meth:`room_before`). The fixed recipes (one simulation each) then always run unless
     one would end past the method's deadline: skipping them by the estimate alone once left ``auto`` 27%
     worse than ``interleaved-zb`` at 12k ops, and charging them before the searches once cut greedy from
     a 14,400-op case whose best order it was (``auto`` +54% at 10 s, benchmarks/results/anchors.md).
@@ -108,21 +109,26 @@ class RecipesPhase:
         found = applicable(s.problem, exclude=self.covered)
         return sorted(((m.cost_per_op * n, m) for m in found), key=lambda cm: (cm[0], cm[1].name))
 
-    def all_fit(self, s: Search) -> bool:
+    @staticmethod
+    def _all_fit(recipes: list[tuple[float, Method]], limit: float) -> bool:
         """Whether every recipe runs whatever the phases before took."""
-        return sum(c for c, _ in self.costed(s)) <= MODELLED.heuristic_share * s.limit
+        return sum(c for c, _ in recipes) <= MODELLED.heuristic_share * limit
 
-    def reserve(self, s: Search) -> float:
-        """Nominal seconds the searches need from :meth:`allowance`, for the grid before to leave them:
-        none when every recipe runs anyway (:meth:`all_fit`), else the searches' estimates."""
-        if self.all_fit(s):
-            return 0.0
-        return sum(c for c, m in self.costed(s) if m.role != "recipe")
+    def room_before(self, s: Search) -> float:
+        """Nominal seconds a phase before this one (the grid) may still take so that the searches fit
+        :meth:`allowance`: unbounded when every recipe runs anyway, when none is a search, or when the
+        searches would not fit even if that phase took nothing (yielding would buy nothing)."""
+        recipes = self.costed(s)
+        searches = sum(c for c, m in recipes if m.role != "recipe")
+        if searches <= 0.0 or self._all_fit(recipes, s.limit):
+            return math.inf
+        room = self.allowance(s) - s.budget.spent - searches
+        return room if room >= 0.0 else math.inf
 
     def run(self, s: Search) -> None:
         recipes, budget = self.costed(s), s.budget
         large = s.inst.num_ops > FULL_MODEL_OPS
-        if self.all_fit(s):  # all of them ...
+        if self._all_fit(recipes, s.limit):  # all of them ...
             budget.charge(sum(c for c, _ in recipes))
             for cost, m in recipes:  # ... unless the method's wall deadline would pass (then it says so)
                 if s.found and large and not budget.wall_fits(cost, "recipes"):

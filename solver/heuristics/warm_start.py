@@ -10,18 +10,12 @@ often does). Each caller decides how many of them it can afford and how to time 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..budget import (
-    GRID_OPS_PER_SECOND,
-    RETIMED_ORDERS,
-    grid_seconds,
-    grid_share,
-    heuristic_share,
-    setup_cost,
-)
+from ..budget import GRID_OPS_PER_SECOND, RETIMED_ORDERS, grid_seconds, grid_share, setup_cost
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.metrics import peak_memory
@@ -108,14 +102,14 @@ class GridPhase:
     ``seconds(inst, limit)`` nominal seconds and charged ``charge(inst, limit)``; it stops itself at the
     search's wall net. When its best meets the bound, the heuristics after it are skipped.
 
-    ``leave`` is what the phases after it need from the heuristic share (the searches' estimates, when
-    not every recipe runs anyway): the grid, which only adds orders with more time where a search runs
-    once or not at all, shrinks to leave it when that is enough for them to run."""
+    ``room`` is the most the phases after it let it take (the recipes' :meth:`room_before`: what leaves
+    the searches their estimates when not every recipe runs anyway): the grid, which only adds orders
+    with more time where a search runs once or not at all, shrinks to it."""
 
     seconds: Callable[[Instance, float], float] = grid_seconds
     charge: Callable[[Instance, float], float] = lambda inst, limit: grid_share(inst) * limit
     keep: int = RETIMED_ORDERS
-    leave: Callable[[Search], float] = lambda s: 0.0
+    room: Callable[[Search], float] = lambda s: math.inf
     name: str = "zero-bubble grid"
     wall_net: bool = False
 
@@ -129,14 +123,9 @@ class GridPhase:
         return self.part(s) * self.seconds(s.inst, s.limit)
 
     def part(self, s: Search) -> float:
-        """The part of its nominal share the grid takes: all of it, unless yielding ``leave`` lets the
-        phases after it fit the heuristic share (when they would not fit even without the grid, it keeps
-        its share: yielding would buy nothing)."""
-        need, full = self.leave(s), self.charge(s.inst, s.limit)
-        room = heuristic_share(s.inst) * s.limit - s.budget.spent - need
-        if need <= 0.0 or full <= 0.0 or room < 0.0:
-            return 1.0
-        return min(1.0, room / full)
+        """The part of its nominal share the grid takes: all of it, or what :attr:`room` allows."""
+        full = self.charge(s.inst, s.limit)
+        return 1.0 if full <= 0.0 else min(1.0, self.room(s) / full)
 
     def run(self, s: Search) -> None:
         part = self.part(s)

@@ -31,9 +31,9 @@ COVERED = (V_GREEDY.name, V_MEMORY.name, *ZB_CONSTRUCTIONS)
 
 #: In order: the first valid order (the grid's) is always kept, so a tiny limit still returns a schedule;
 #: the zero-bubble constructions go first (their own wall check; zb_phase.py says why).
-#: The grid leaves the searches among the recipes their estimates when that lets them run (GridPhase.leave).
+#: The grid leaves the searches among the recipes their estimates when that lets them run (GridPhase.room).
 RECIPES = RecipesPhase(covered=COVERED)
-HEURISTIC_PHASES: tuple[Phase, ...] = (ZBConstructionsPhase(), GridPhase(leave=RECIPES.reserve), RECIPES,
+HEURISTIC_PHASES: tuple[Phase, ...] = (ZBConstructionsPhase(), GridPhase(room=RECIPES.room_before), RECIPES,
                                        InterleavedPhase(), VMemoryPhase(), HintPhase(), SyncOrderPhase())
 
 

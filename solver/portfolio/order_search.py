@@ -41,8 +41,7 @@ class LongerOrderSearchPhase:
     wall_net: bool = False  # the trials' own net: the method's deadline
 
     def applies(self, s: Search) -> bool:
-        return (s.incumbent is not None and not s.proven and s.inst.num_ops <= FULL_MODEL_OPS
-                and interleaved_applies(s.inst) and self.reserve(s) > 0.0)
+        return s.incumbent is not None and not s.proven and self.reserve(s) > 0.0
 
     def reserve(self, s: Search) -> float:
         """Its share of the limit above the canonical part: what the longer search adds at most (zero
@@ -57,16 +56,21 @@ class LongerOrderSearchPhase:
     def allowance(self, s: Search) -> float:
         return self.reserve(s)
 
+    @staticmethod
+    def per_trial(s: Search) -> float:
+        return PER_OP.interleaved_trial * s.inst.num_ops
+
     def trials(self, s: Search) -> int:
         """The search's count at the whole limit, as :class:`InterleavedPhase` would size it there."""
-        return int(INTERLEAVED_SEARCH_SHARE * s.limit / (PER_OP.interleaved_trial * s.inst.num_ops))
+        return int(INTERLEAVED_SEARCH_SHARE * s.limit / self.per_trial(s))
 
     def run(self, s: Search) -> None:
-        trials = Trials(self.trials(s), s.budget.deadline)
+        count = self.trials(s)
+        trials = Trials(count, s.budget.deadline)
         found = interleaved_candidates(s.inst, keep=RETIMED_ORDERS, trials=trials)
         if trials.cut:
             note_wall_cut(self.name)
-        s.budget.charge((self.trials(s) - trials.left) * PER_OP.interleaved_trial * s.inst.num_ops)
+        s.budget.charge((count - trials.left) * self.per_trial(s))
         s.keep([(f"interleaved-memory[{k}]", c) for k, c in enumerate(found)])  # not the windows' start
 
 

@@ -93,7 +93,8 @@ def test_the_grid_keeps_its_share_where_yielding_buys_nothing(limit: float) -> N
     grid: in both the grid is sized exactly as before."""
     problem = _problem()
     s = _search(problem, limit)
-    ZBConstructionsPhase().run(s) if ZBConstructionsPhase().applies(s) else None
+    if ZBConstructionsPhase().applies(s):
+        ZBConstructionsPhase().run(s)
     grid = HEURISTIC_PHASES[1]
     assert isinstance(grid, GridPhase)
     assert grid.part(s) == 1.0
