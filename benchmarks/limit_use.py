@@ -5,11 +5,13 @@ by kind of model (the idle rates ``auto`` counts its searches at, ``solver/budge
     python benchmarks/limit_use.py                  # tuning cases up to FULL_MODEL_OPS ops, 10 s and 60 s
     python benchmarks/limit_use.py --quick          # six of them, 2 s and 10 s
     python benchmarks/limit_use.py --rates --quick  # the idle rates, from every CP-SAT solve of the run
+    python benchmarks/limit_use.py --large --rates  # the tuning cases above FULL_MODEL_OPS ops, 10 s and 60 s,
+                                                    # and the CPU per op of the order searches that fill them
 
 The share used is wall / limit, the figure the 75% rule reads on an idle machine (a run under load says
 so in the header and its walls are inflated); ``counted`` is the nominal seconds the solver counted, a
 function of the problem and the limit alone. Writes ``benchmarks/results/limit_use.md`` (``--quick``:
-``limit_use_quick.md``).
+``limit_use_quick.md``, ``--large``: ``limit_use_large.md``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ QUICK = (0, 9, 4, 14, 21, 13)  # small to mid-size, loop and V, both objectives
 _RATES: dict[str, list[tuple[float, float]]] = defaultdict(list)
 _SETUP: list[float] = []  # CPU seconds per op of windows CP-SAT closed at once (under 0.01 units)
 _LAST: list[float] = [1.0]  # the deterministic time of the latest solve
+_CHAIN: dict[str, list[float]] = defaultdict(list)  # CPU s per op and counted unit of the fill's searches
 
 
 def _kind(model: cp_model.CpModel) -> str:
@@ -75,17 +78,38 @@ def _record_rates() -> None:
     lns.solve_window = set_up
 
 
+def _record_chain() -> None:
+    """Wrap the final phase's two searches above FULL_MODEL_OPS: CPU seconds per op and unit counted (a
+    trial of the critical-chain search, a re-chosen tail), the figures its idle rates are set from."""
+    from pipesched.solver.portfolio.chain_fill import ChainFillPhase
+
+    for name, unit in (("_search", ChainFillPhase.trial_cost), ("_best_tail", ChainFillPhase.tail_cost)):
+        step = getattr(ChainFillPhase, name)
+
+        def timed(self: Any, s: Any, *args: Any, _step: Any = step, _unit: Any = unit, _name: str = name) -> Any:
+            c0, spent = time.process_time(), s.budget.spent
+            out = _step(self, s, *args)
+            units = (s.budget.spent - spent) / _unit(s)
+            if units >= 1:
+                _CHAIN[_name].append((time.process_time() - c0) / (units * s.inst.num_ops))
+            return out
+
+        setattr(ChainFillPhase, name, timed)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="six cases at 2 s and 10 s")
     ap.add_argument("--limits", default="", help="comma-separated seconds (default 10,60; --quick 2,10)")
-    ap.add_argument("--rates", action="store_true", help="also measure CP-SAT's units per CPU second")
+    ap.add_argument("--large", action="store_true", help=f"the tuning cases above {FULL_MODEL_OPS} ops")
+    ap.add_argument("--rates", action="store_true", help="also measure CP-SAT's units per CPU second (--large: "
+                                                         "the order searches' CPU per op and trial)")
     args = ap.parse_args(argv)
     limits = [float(x) for x in args.limits.split(",")] if args.limits else ([2.0, 10.0] if args.quick else [10.0, 60.0])
     if args.rates:
-        _record_rates()
+        _record_chain() if args.large else _record_rates()
     load = os.getloadavg()
-    cases = [c for c in tuning() if Instance.from_problem(c.problem).num_ops <= FULL_MODEL_OPS]
+    cases = [c for c in tuning() if (Instance.from_problem(c.problem).num_ops > FULL_MODEL_OPS) == args.large]
     if args.quick:
         cases = [tuning()[i] for i in QUICK]
     rows = []
@@ -107,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(line)
     heads = " | ".join(f"{x:g} s value | status | wall (s) | share used | note" for x in limits)
     text = (
-        "# How `auto` uses its limit on the tuning set\n\n"
+        f"# How `auto` uses its limit on the tuning set{' above ' + str(FULL_MODEL_OPS) + ' ops' if args.large else ''}\n\n"
         f"Made by `{command_line('limit_use.py', argv)}`: one process, `auto` per case and limit; share used = "
         f"wall / limit; 'wall cut': the wall clock ended a phase (a loaded machine); 'exhausted': the windows "
-        f"were searched to their end. Load average {load[0]:.1f} at the start (2 cores).\n\n"
+        f"(above {FULL_MODEL_OPS} ops: the order searches) were searched to their end. Load average {load[0]:.1f} at the start (2 cores).\n\n"
         f"| case | ops | {heads} | not worse at the larger limit |\n"
         "|---|---|" + "---|---|---|---|---|" * len(limits) + "---|\n" + "\n".join(rows) + "\n"
     )
@@ -123,7 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         if _SETUP:
             text += (f"\nwindow set-up per op (CPU s of the {len(_SETUP)} windows CP-SAT closed under 0.01 units, "
                      f"over ops): median {sorted(_SETUP)[len(_SETUP) // 2]:.2e}, max {max(_SETUP):.2e}\n")
-    publish(text, RESULTS / ("limit_use_quick.md" if args.quick else "limit_use.md"))
+    if _CHAIN:
+        text += ("\n## CPU seconds per op and counted unit of the order searches that fill the limit\n\n"
+                 "| search | runs | median | max |\n|---|---|---|---|\n")
+        for name, label in (("_search", "critical-chain search, per trial"), ("_best_tail", "re-chosen tails, per tail")):
+            xs = sorted(_CHAIN[name])
+            if xs:
+                text += f"| {label} | {len(xs)} | {xs[len(xs) // 2]:.2e} | {xs[-1]:.2e} |\n"
+    name = "limit_use_quick.md" if args.quick else ("limit_use_large.md" if args.large else "limit_use.md")
+    publish(text, RESULTS / name)
     return 0
 
 

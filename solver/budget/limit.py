@@ -67,6 +67,18 @@ LNS_WINDOW_SHARE = 0.05
 LNS_PROOF_SHARE = 0.2
 
 
+#: Idle seconds per op of one trial of the critical-chain order search
+#: (:func:`pipesched.solver.heuristics.interleaved_local.local_search`: one order timed), as the final phase
+#: above ``FULL_MODEL_OPS`` ops counts it (:mod:`pipesched.solver.portfolio.chain_fill`). Measured 1.0-1.9e-6
+#: over the development set's rows above 4000 ops on an idle 2-core AMD EPYC, 1.0-1.5e-6 on the tuning set's
+#: (``python benchmarks/limit_use.py --large`` prints each run's rate). Policy: at the top of that range, so
+#: the count, not the wall clock, ends the search on an idle machine (the answer repeats).
+CHAIN_TRIAL_S_PER_OP = 2e-6
+#: The same for one tail re-chosen (:func:`~pipesched.solver.heuristics.interleaved_local.tail_variants`,
+#: its timing included): 2.9-4.6e-5 per op on the same rows; policy, likewise at the top.
+TAIL_VARIANT_S_PER_OP = 5e-5
+
+
 def idle_seconds(budget: Budget) -> float:
     """What ``budget``'s phases used, in idle-machine seconds: its charges are per-op costs about doubled
     for a shared machine (:data:`~pipesched.solver.budget.SHARED_SLOWDOWN`), so they count at their idle

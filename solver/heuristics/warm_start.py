@@ -15,7 +15,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..budget import GRID_OPS_PER_SECOND, RETIMED_ORDERS, grid_seconds, grid_share, setup_cost
+from ..budget import (
+    GRID_OPS_PER_SECOND,
+    REFINE_POLICIES,
+    RETIMED_ORDERS,
+    grid_seconds,
+    grid_share,
+    setup_cost,
+    size_class,
+)
 from ..core.instance import Instance
 from ..core.method import SolveOptions
 from ..core.metrics import peak_memory
@@ -27,7 +35,9 @@ from ..timing.retime import Incumbent
 from ..timing.simulate import DeadlockError
 from .catalog import SKIPPED, heuristic_schedules
 from .search import Search
+from .v_greedy import POLICIES as V_POLICIES
 from .v_greedy import v_candidates
+from .zb_policies import most_policies
 from .zero_bubble import zb_candidates
 
 
@@ -96,10 +106,23 @@ def first_schedule(problem: Problem, inst: Instance, method: str, seconds: float
     return finalize(problem, method, inc.start, solve_time_s=time.perf_counter() - t0, inst=inst, note=note)
 
 
+def grid_most(inst: Instance) -> float:
+    """The most the grid is charged however large the limit: what its largest run costs at its class's rate
+    (every policy the size allows, the scale search's, and the V greedy's on V). Why: a 60 s limit
+    charged the grid its whole share, 30 s, for the 4 s it ran, and left the phases after it that much
+    less of the limit to use."""
+    if inst.dual:
+        return math.inf  # the dual starts are not the grid's policies
+    v_greedy = len(V_POLICIES) + 1 if inst.placement == "v" and inst.stages_per_device == 2 else 0
+    runs = most_policies(inst) + REFINE_POLICIES + v_greedy
+    return runs * inst.num_ops / size_class(inst).grid_ops_per_second
+
+
 @dataclass(frozen=True)
 class GridPhase:
     """The zero-bubble grid's orders (and the V greedy's; DualPipe's and greedy's under "dual"), sized for
-    ``seconds(inst, limit)`` nominal seconds and charged ``charge(inst, limit)``; it stops itself at the
+    ``seconds(inst, limit)`` nominal seconds and charged ``charge(inst, limit)``, at most ``most(inst)``
+    (what its largest run costs); it stops itself at the
     search's wall net. When its best meets the bound, the heuristics after it are skipped.
 
     ``room`` is the most the phases after it let it take (the recipes' :meth:`room_before`: what leaves
@@ -108,6 +131,7 @@ class GridPhase:
 
     seconds: Callable[[Instance, float], float] = grid_seconds
     charge: Callable[[Instance, float], float] = lambda inst, limit: grid_share(inst) * limit
+    most: Callable[[Instance], float] = grid_most
     keep: int = RETIMED_ORDERS
     room: Callable[[Search], float] = lambda s: math.inf
     name: str = "zero-bubble grid"
@@ -130,7 +154,7 @@ class GridPhase:
     def run(self, s: Search) -> None:
         part = self.part(s)
         found = grid_starts(s.inst, part * self.seconds(s.inst, s.limit), deadline=s.stop, keep=self.keep)
-        s.budget.charge(part * self.charge(s.inst, s.limit))
+        s.budget.charge(min(part * self.charge(s.inst, s.limit), self.most(s.inst)))
         s.keep(found)
         if found and s.meets_bound(min(c.objective for _, c in found)):
             s.closed = True

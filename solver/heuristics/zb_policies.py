@@ -17,6 +17,11 @@ from .listsched.policies import ZB_HEAD, Policy
 HEAD: tuple[Policy, ...] = ZB_HEAD.policies
 
 
+def most_policies(inst: Instance, head: tuple[Policy, ...] = HEAD) -> int:
+    """How many policies :func:`policies` returns however large the budget: the cut by size alone."""
+    return min(GRID_MAX_POLICIES, max(len(head), GRID_WORK // max(1, inst.num_ops)))
+
+
 def policies(inst: Instance, seconds: float | None = None, head: tuple[Policy, ...] = HEAD) -> list[Policy]:
     """The grid, most useful first: ``head`` (:data:`HEAD`; a tuning run passes others), then warm-up
     scales and extras 0, 1, 2, 4, ... up to 2S and unlimited, both W rules, both priorities;
@@ -36,7 +41,7 @@ def policies(inst: Instance, seconds: float | None = None, head: tuple[Policy, .
     plain = [Policy(e, w, f) for f in (True, False) for w in ("fits", "eager") for e in extras]
     grid = list(dict.fromkeys([*head, *plain, *scaled, *rest]))
     ops = inst.num_ops
-    size = min(GRID_MAX_POLICIES, max(len(head), GRID_WORK // max(1, ops)))
+    size = most_policies(inst, head)
     if seconds is not None:
         size = min(size, int(seconds * GRID_OPS_PER_SECOND / max(1, ops)))
     return grid[: max(1, size)]

@@ -15,7 +15,9 @@
    limit (:mod:`.lns`, which says how a limit is used: steps 1-5 are budgeted as at
    ``min(limit, CANONICAL_LIMIT_S)``, so a larger limit never returns a worse answer);
 7. above that canonical limit, on interleaved capped problems, the order search of step 1 again with
-   the whole limit's count of trials, before the windows and beside them (:mod:`.order_search`).
+   the whole limit's count of trials, before the windows and beside them (:mod:`.order_search`);
+8. above ``FULL_MODEL_OPS`` ops (no windows, no CP-SAT model), the critical-chain order search and re-chosen
+   tails from the incumbent until the counted budget reaches the limit (:mod:`.chain_fill`).
 Status is ``optimal`` only when a bound proves it. Every phase is sized from the *nominal* budget
 ``options.time_limit_s`` (:class:`~pipesched.solver.budget.Budget`) with measured per-op costs, never from
 the clock, so the same problem gives the same schedule unless the wall-clock net cut a phase short (a
@@ -55,6 +57,7 @@ from ..heuristics.swap_past_w import PolishPhase
 from ..heuristics.warm_start import first_schedule
 from ..timing.finalize import infeasible, no_schedule
 from .candidates import HeuristicsPhase
+from .chain_fill import ChainFillPhase
 from .lns import WindowsPhase
 from .order_search import BestFoundPhase, LongerOrderSearchPhase
 from .paired import best_paired
@@ -67,8 +70,9 @@ AFTER_HEURISTICS: tuple[Phase, ...] = (
 )
 #: With the whole limit, from the answer of the phases before (budgeted at :func:`canonical_limit`): the
 #: interleaved order search with the whole limit's trials (a candidate, not the windows' start), the
-#: windows, then the better of the two.
-FINAL: tuple[Phase, ...] = (LongerOrderSearchPhase(), WindowsPhase(), BestFoundPhase())
+#: windows, then the better of the two; above ``FULL_MODEL_OPS`` ops, where the windows do not apply, the
+#: critical-chain order searches fill the limit instead (:mod:`.chain_fill`).
+FINAL: tuple[Phase, ...] = (LongerOrderSearchPhase(), WindowsPhase(), BestFoundPhase(), ChainFillPhase())
 
 
 @records_wall_cuts
