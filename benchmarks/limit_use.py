@@ -38,7 +38,8 @@ QUICK = (0, 9, 4, 14, 21, 13)  # small to mid-size, loop and V, both objectives
 _RATES: dict[str, list[tuple[float, float]]] = defaultdict(list)
 _SETUP: list[float] = []  # CPU seconds per op of windows CP-SAT closed at once (under 0.01 units)
 _LAST: list[float] = [1.0]  # the deterministic time of the latest solve
-_CHAIN: dict[str, list[float]] = defaultdict(list)  # CPU s per op and counted unit of the fill's searches
+_CHAIN: dict[str, list[tuple[float, str]]] = defaultdict(list)  # CPU s per op and unit of the fill's searches
+_CASE: list[str] = [""]  # the case being solved, for the rates' table
 
 
 def _kind(model: cp_model.CpModel) -> str:
@@ -91,7 +92,7 @@ def _record_chain() -> None:
             out = _step(self, s, *args)
             units = (s.budget.spent - spent) / _unit(s)
             if units >= 1:
-                _CHAIN[_name].append((time.process_time() - c0) / (units * s.inst.num_ops))
+                _CHAIN[_name].append(((time.process_time() - c0) / (units * s.inst.num_ops), _CASE[0]))
             return out
 
         setattr(ChainFillPhase, name, timed)
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [tuning()[i] for i in QUICK]
     rows = []
     for case in cases:
+        _CASE[0] = case.name
         cells = []
         values = []
         for limit in limits:
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| case | ops | {heads} | not worse at the larger limit |\n"
         "|---|---|" + "---|---|---|---|---|" * len(limits) + "---|\n" + "\n".join(rows) + "\n"
     )
-    if args.rates:
+    if _RATES:
         text += ("\n## CP-SAT's deterministic units per CPU second\n\n| model | solves | dtime | CPU s | units per CPU s |\n"
                  "|---|---|---|---|---|\n")
         for kind, pairs in sorted(_RATES.items()):
@@ -149,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"over ops): median {sorted(_SETUP)[len(_SETUP) // 2]:.2e}, max {max(_SETUP):.2e}\n")
     if _CHAIN:
         text += ("\n## CPU seconds per op and counted unit of the order searches that fill the limit\n\n"
-                 "| search | runs | median | max |\n|---|---|---|---|\n")
+                 "| search | runs | median | max | largest on |\n|---|---|---|---|---|\n")
         for name, label in (("_search", "critical-chain search, per trial"), ("_best_tail", "re-chosen tails, per tail")):
             xs = sorted(_CHAIN[name])
             if xs:
-                text += f"| {label} | {len(xs)} | {xs[len(xs) // 2]:.2e} | {xs[-1]:.2e} |\n"
+                text += f"| {label} | {len(xs)} | {xs[len(xs) // 2][0]:.2e} | {xs[-1][0]:.2e} | {xs[-1][1]} |\n"
     name = "limit_use_quick.md" if args.quick else ("limit_use_large.md" if args.large else "limit_use.md")
     publish(text, RESULTS / name)
     return 0

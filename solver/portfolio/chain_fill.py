@@ -41,13 +41,19 @@ class ChainFillPhase:
     """The order searches of the module docstring, while the gap is open and the counted budget has room."""
 
     name: str = "critical-chain search"
-    wall_net: bool = False  # the trials' own net: the method's deadline
+    wall_net: bool = True  # and before each search, below; within one, the trials' own net
 
     def applies(self, s: Search) -> bool:
         return s.incumbent is not None and not s.proven and s.inst.num_ops > FULL_MODEL_OPS
 
     def estimate(self, s: Search) -> float:
-        return self.trial_cost(s)
+        return self.start_cost(s)
+
+    def start_cost(self, s: Search) -> float:
+        """What one search costs before and after its trials: timing its start, and its answer twice
+        (:func:`~pipesched.solver.timing.retime.compact`), about three trials; at 98k ops about a second
+        that no trial's wall check would stop."""
+        return 3 * self.trial_cost(s)
 
     def allowance(self, s: Search) -> float:
         return s.budget.rest - finish_margin(s.inst)
@@ -82,9 +88,9 @@ class ChainFillPhase:
         """:func:`local_search` from ``order`` with the trials the rest affords, charged what it used (None
         when the rest affords none)."""
         count = int(self.allowance(s) / self.trial_cost(s))
-        if count <= 0:
+        if count <= 0 or not s.budget.wall_fits(self.start_cost(s), self.name):
             return None
-        trials = Trials(count, s.budget.deadline)
+        trials = Trials(count, s.budget.deadline - self.start_cost(s))  # its answer is timed after the last
         got = local_search(s.inst, order, trials)
         s.budget.charge((count - trials.left) * self.trial_cost(s))
         if trials.cut:
@@ -97,7 +103,7 @@ class ChainFillPhase:
         count = int(self.allowance(s) / self.tail_cost(s))
         if count <= 0:
             return None
-        trials = Trials(count, s.budget.deadline)
+        trials = Trials(count, s.budget.deadline - self.tail_cost(s))  # a tail starts only if it can end in time
         variants = tail_variants(s.inst, best.order, trials, 0)[1:]
         s.budget.charge((count - trials.left) * self.tail_cost(s))
         if trials.cut:

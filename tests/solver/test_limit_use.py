@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from answers import freeze_solver  # noqa: E402
 
 from pipesched.solver import Problem, SolveOptions, methods, solve
-from pipesched.solver.budget import finish_margin, retime_cost
+from pipesched.solver.budget import FULL_MODEL_OPS, finish_margin, retime_cost
 from pipesched.solver.budget.limit import CANONICAL_LIMIT_S
 from pipesched.solver.core.instance import Instance
 from pipesched.solver.exact.cpsat import lns as cpsat_lns
 from pipesched.solver.exact.cpsat import relaxations, run
 from pipesched.solver.heuristics.search import Search
-from pipesched.solver.portfolio import lns, small
+from pipesched.solver.portfolio import chain_fill, lns, small
 
 
 def _paper_like(p: int, m: int, v: int, placement: str, objective: str, cap: float) -> Problem:
@@ -120,3 +120,23 @@ def test_exhausted_windows_stop_early_and_say_so(counted: dict[str, Any]) -> Non
     got = solve(CASES["loop p4 m8 span 1.2p"], "auto", SolveOptions(time_limit_s=60.0))
     assert got.status == "feasible" and counted["counted"] < 0.75 * 60.0
     assert got.reason is not None and "exhausted" in got.reason
+
+
+def test_above_full_model_ops_the_order_searches_count_at_least_three_quarters(
+        counted: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CP-SAT model (so no window) runs above FULL_MODEL_OPS: the final order searches fill the limit."""
+    problem = _paper_like(8, FULL_MODEL_OPS // 24 + 1, 1, "loop", "stage_span", 1.2)
+    inst = Instance.from_problem(problem)
+    assert inst.num_ops > FULL_MODEL_OPS
+    fill, seen = chain_fill.ChainFillPhase.run, {}
+
+    def record(self: chain_fill.ChainFillPhase, s: Search) -> None:
+        fill(self, s)
+        seen["counted"] = s.budget.spent
+
+    monkeypatch.setattr(chain_fill.ChainFillPhase, "run", record)
+    limit = 3.0
+    got = solve(problem, "auto", SolveOptions(time_limit_s=limit))
+    assert got.status == "feasible" and not counted["windows"]
+    assert got.reason is None or "exhausted" not in got.reason  # the searches still find moves here
+    assert 0.75 * limit <= seen["counted"] <= limit - finish_margin(inst)
