@@ -97,6 +97,7 @@ STEPS: tuple[Step, ...] = (
     Step("anchors_large_ops", ("anchors.py", "--full", "--only", "large,development", "--min-ops", "4001", "--out",
                                "benchmarks/results/anchors_large_ops.md"), ("anchors_large_ops.md",), False),
     Step("limit_use_large", ("limit_use.py", "--large", "--rates"), ("limit_use_large.md",), False),
+    Step("phase_trace", ("phase_trace.py",), ("phase_trace.md",), False),
     Step("large_problems", ("large_problems.py",), ("large_problems.md",), False),
     Step("time_limits_under_load", ("time_limits_under_load.py",), ("time_limits_under_load.md",), False),
     Step("cpsat_setup", ("cpsat_setup.py",), ("cpsat_setup.md",), False),
