@@ -50,10 +50,11 @@ class ChainFillPhase:
         return self.start_cost(s)
 
     def start_cost(self, s: Search) -> float:
-        """What one search costs before and after its trials: timing its start, and its answer twice
-        (:func:`~pipesched.solver.timing.retime.compact`), about three trials; at 98k ops about a second
-        that no trial's wall check would stop."""
-        return 3 * self.trial_cost(s)
+        """What one search costs before and after its trials, which no trial's wall check stops: timing its
+        start, tracing the first chain, and timing its answer twice
+        (:func:`~pipesched.solver.timing.retime.compact`). Measured 0.38 s at 24.6k ops on a V case, where a
+        trial is counted 0.05 s (``python benchmarks/phase_trace.py --set tuning --cases 29``): ten trials."""
+        return 10 * self.trial_cost(s)
 
     def allowance(self, s: Search) -> float:
         return s.budget.rest - finish_margin(s.inst)
