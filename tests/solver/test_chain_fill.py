@@ -5,31 +5,15 @@ same at any size) with no wall clock: the count alone decides."""
 
 from __future__ import annotations
 
-from pipesched.solver.budget import FULL_MODEL_OPS, Budget, finish_margin
-from pipesched.solver.core.instance import Instance
-from pipesched.solver.core.method import SolveOptions
-from pipesched.solver.core.problem import Problem
-from pipesched.solver.heuristics.interleaved_memory import interleaved_candidates
-from pipesched.solver.heuristics.search import Search
+from capped_interleaved import interleaved as _interleaved
+from capped_interleaved import search_from_policies as _search
+
+from pipesched.solver.budget import FULL_MODEL_OPS, finish_margin
 from pipesched.solver.portfolio.auto import FINAL
 from pipesched.solver.portfolio.chain_fill import LOCAL_OPTIMUM, ChainFillPhase
 from pipesched.solver.portfolio.order_search import BestFoundPhase
 
 FILL = ChainFillPhase()
-
-
-def _interleaved(m: int = 8) -> Problem:
-    """Loop v = 2 under a cap below the interleaved recipes' peak: the policies' best leaves room."""
-    return Problem(devices=4, microbatches=m, stages_per_device=2, objective="stage_span",
-                   costs={"forward": 1.0, "backward_input": 1.1, "backward_weight": 0.7, "comm": 0.05},
-                   memory={"forward": 1.0, "backward_input": 0.0, "backward_weight": -1.0, "limit": 9.0})
-
-
-def _search(problem: Problem, limit: float) -> Search:
-    inst = Instance.from_problem(problem)
-    s = Search(problem, inst, SolveOptions(time_limit_s=limit, workers=1), Budget(limit), bound=0.0)
-    s.settle(interleaved_candidates(inst, keep=1)[0], proven=False)  # the policies' best, no search
-    return s
 
 
 def test_it_is_the_last_final_phase_and_only_where_the_windows_do_not_run() -> None:

@@ -3,6 +3,9 @@ the windows, without breaking the monotone limit (solver/portfolio/order_search.
 
 from __future__ import annotations
 
+from capped_interleaved import interleaved as _interleaved
+from capped_interleaved import search_from_policies as _search
+
 from pipesched.solver.budget import PER_OP, RETIMED_ORDERS, Budget
 from pipesched.solver.budget.limit import CANONICAL_LIMIT_S
 from pipesched.solver.core.instance import Instance
@@ -16,20 +19,6 @@ from pipesched.solver.portfolio.lns import WindowsPhase
 from pipesched.solver.portfolio.order_search import BestFoundPhase, LongerOrderSearchPhase
 
 LONGER_SEARCH = LongerOrderSearchPhase()
-
-
-def _interleaved(cap: float = 9.0) -> Problem:
-    """Loop v = 2, p = 4, m = 8 under a cap below the interleaved recipes' peak: the search applies."""
-    return Problem(devices=4, microbatches=8, stages_per_device=2, objective="stage_span",
-                   costs={"forward": 1.0, "backward_input": 1.1, "backward_weight": 0.7, "comm": 0.05},
-                   memory={"forward": 1.0, "backward_input": 0.0, "backward_weight": -1.0, "limit": cap})
-
-
-def _search(problem: Problem, limit: float) -> Search:
-    inst = Instance.from_problem(problem)
-    s = Search(problem, inst, SolveOptions(time_limit_s=limit, workers=1), Budget(limit), bound=0.0)
-    s.settle(interleaved_candidates(inst, keep=1)[0], proven=False)  # the policies' best, no search
-    return s
 
 
 def test_nothing_is_kept_back_at_or_below_the_canonical_limit_or_off_interleaved() -> None:
