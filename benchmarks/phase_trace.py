@@ -32,7 +32,6 @@ from pipesched.solver.portfolio import auto, candidates  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_CASES = "4,6,16,17"  # development rows above 4000 ops: loop v2 and v4, both caps' ends
 _ROWS: list[str] = []
-_FINAL: list[bool] = [False]  # inside the final phases, whose budget is in idle seconds already
 
 
 def _traced(run_phases):  # type: ignore[no-untyped-def]

@@ -21,7 +21,9 @@ order, the limit is left unused and the answer says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..budget import FULL_MODEL_OPS, finish_margin, note_wall_cut
 from ..budget.limit import CHAIN_TRIAL_S_PER_OP, TAIL_VARIANT_S_PER_OP
@@ -31,6 +33,8 @@ from ..heuristics.interleaved_local import local_search, tail_variants
 from ..heuristics.search import Search
 from ..heuristics.trials import Trials
 from ..timing.retime import Incumbent
+
+_T = TypeVar("_T")
 
 LOCAL_OPTIMUM = ("the limit was not used up: the critical-chain search ended at a local optimum from every "
                  "order held, and no re-chosen tail improved the best (both neighbourhoods are exhausted)")
@@ -86,33 +90,37 @@ class ChainFillPhase:
             starts = [start]
 
     def _search(self, s: Search, order: Order) -> Incumbent | None:
-        """:func:`local_search` from ``order`` with the trials the rest affords, charged what it used (None
-        when the rest affords none)."""
-        count = int(self.allowance(s) / self.trial_cost(s))
-        if count <= 0 or not s.budget.wall_fits(self.start_cost(s), self.name):
-            return None
-        trials = Trials(count, s.budget.deadline - self.start_cost(s))  # its answer is timed after the last
-        got = local_search(s.inst, order, trials)
-        s.budget.charge((count - trials.left) * self.trial_cost(s))
-        if trials.cut:
-            note_wall_cut(self.name)
+        """:func:`local_search` from ``order`` with the trials the rest affords (None when it affords none
+        or the wall net has no room for its set-up)."""
+        got, _ = self._counted(s, self.trial_cost(s), self.start_cost(s), lambda t: local_search(s.inst, order, t))
         return got
 
     def _best_tail(self, s: Search, best: Incumbent) -> Order | None:
         """The best of ``best``'s re-chosen tails when it beats ``best``; None when none does (the note says
         the neighbourhoods are exhausted) or the count is spent."""
-        count = int(self.allowance(s) / self.tail_cost(s))
-        if count <= 0:
+        variants, trials = self._counted(s, self.tail_cost(s), self.tail_cost(s),  # a tail must end in time
+                                         lambda t: tail_variants(s.inst, best.order, t, 0)[1:])
+        if trials is None or trials.cut:
             return None
-        trials = Trials(count, s.budget.deadline - self.tail_cost(s))  # a tail starts only if it can end in time
-        variants = tail_variants(s.inst, best.order, trials, 0)[1:]
-        s.budget.charge((count - trials.left) * self.tail_cost(s))
-        if trials.cut:
-            note_wall_cut(self.name)
-            return None
-        top = min(variants, default=None)
+        top = min(variants or (), default=None)
         if top is None or top[0][0] >= best.objective - slack(best.objective):
             if trials.left > 0:  # every rule was tried
                 s.notes.append(LOCAL_OPTIMUM)
             return None
         return top[2]
+
+    def _counted(self, s: Search, unit: float, reserve: float,
+                 search: Callable[[Trials], _T]) -> tuple[_T | None, Trials | None]:
+        """``search`` with as many units of ``unit`` idle seconds as the rest of the limit affords, its wall
+        net ``reserve`` seconds before the deadline (what it does after its last unit); charged the units it
+        used, and a cut by the net recorded. ``(None, None)`` when the rest affords none or the net has no
+        room for ``reserve`` (recorded as a cut)."""
+        count = int(self.allowance(s) / unit)
+        if count <= 0 or not s.budget.wall_fits(reserve, self.name):
+            return None, None
+        trials = Trials(count, s.budget.deadline - reserve)
+        out = search(trials)
+        s.budget.charge((count - trials.left) * unit)
+        if trials.cut:
+            note_wall_cut(self.name)
+        return out, trials
